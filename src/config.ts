@@ -1,0 +1,130 @@
+/**
+ * The environment, parsed once with zod. Nothing else in Switchboard reads `process.env`:
+ * everything takes a `Config` (or the part it needs) as an argument.
+ *
+ * @example
+ * const config = loadConfig(process.env); // throws ConfigError naming the bad variable
+ */
+import { z } from 'zod';
+
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
+
+const url = (what: string) =>
+  optionalString.refine(
+    (v) => v === undefined || /^https?:\/\/[^\s]+$/i.test(v),
+    `must be an absolute http(s) URL (${what})`,
+  );
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
+  .optional()
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const positiveInt = (fallback: number) =>
+  z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v.trim() === '') return fallback;
+      if (!/^\d+$/.test(v.trim())) {
+        ctx.addIssue({ code: 'custom', message: `must be a whole number, got "${v}"` });
+        return z.NEVER;
+      }
+      return Number(v.trim());
+    });
+
+const EnvSchema = z.object({
+  // 0 asks the OS for a free port (tests); the chosen one is logged
+  PORT: positiveInt(3000).refine((p) => p < 65536, 'must be a port between 0 and 65535'),
+  HOST: optionalString,
+  DATABASE_URL: optionalString.refine(
+    (v) => v === undefined || /^postgres(ql)?:\/\//.test(v),
+    'must be a postgres:// or postgresql:// URL',
+  ),
+  DATA_DIR: optionalString,
+  PUBLIC_URL: url('the base the provider calls back'),
+  PROVIDER_BASE_URL: url("the provider's {base_url}"),
+  PROVIDER_LOGIN: optionalString,
+  PROVIDER_PASSWORD: optionalString,
+  PROVIDER_API_KEY: optionalString,
+  CALLBACK_TOKEN: optionalString,
+  API_TOKEN: optionalString,
+  WEBHOOK_SECRET: optionalString,
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+    .optional()
+    .default('info'),
+  LOG_PII: bool,
+  FLOWS_DIR: optionalString,
+  SHUTDOWN_TIMEOUT_MS: positiveInt(10_000),
+});
+
+export interface Config {
+  port: number;
+  host: string;
+  /** unset: the embedded PGlite database in `dataDir` */
+  databaseUrl: string | undefined;
+  dataDir: string;
+  publicUrl: string;
+  /** unset: the built-in sandbox, mounted at `${publicUrl}/sandbox` */
+  providerBaseUrl: string | undefined;
+  provider: { login?: string; password?: string; apiKey?: string };
+  callbackToken: string | undefined;
+  apiTokens: string[];
+  webhookSecret: string | undefined;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  logPii: boolean;
+  flowsDir: string;
+  shutdownTimeoutMs: number;
+}
+
+/** A configuration problem, naming the variable and the rule it broke. */
+export class ConfigError extends Error {
+  constructor(readonly problems: { variable: string; message: string }[]) {
+    super(
+      `invalid configuration:\n${problems.map((p) => `  ${p.variable}: ${p.message}`).join('\n')}`,
+    );
+    this.name = 'ConfigError';
+  }
+}
+
+/** Parses the environment; throws `ConfigError` listing every bad variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(
+      parsed.error.issues.map((issue) => ({
+        variable: String(issue.path[0] ?? 'environment'),
+        message: issue.message,
+      })),
+    );
+  }
+  const e = parsed.data;
+  const publicUrl = (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, '');
+  return {
+    port: e.PORT,
+    host: e.HOST ?? '0.0.0.0',
+    databaseUrl: e.DATABASE_URL,
+    dataDir: e.DATA_DIR ?? './.data',
+    publicUrl,
+    providerBaseUrl: e.PROVIDER_BASE_URL?.replace(/\/+$/, ''),
+    provider: {
+      ...(e.PROVIDER_LOGIN !== undefined && { login: e.PROVIDER_LOGIN }),
+      ...(e.PROVIDER_PASSWORD !== undefined && { password: e.PROVIDER_PASSWORD }),
+      ...(e.PROVIDER_API_KEY !== undefined && { apiKey: e.PROVIDER_API_KEY }),
+    },
+    callbackToken: e.CALLBACK_TOKEN,
+    apiTokens: (e.API_TOKEN ?? '')
+      .split(',')
+      .map((t) => t.trim())
+      .filter((t) => t !== ''),
+    webhookSecret: e.WEBHOOK_SECRET,
+    logLevel: e.LOG_LEVEL,
+    logPii: e.LOG_PII,
+    flowsDir: e.FLOWS_DIR ?? './flows',
+    shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+  };
+}

@@ -1,0 +1,132 @@
+/**
+ * Opens the one database Switchboard keeps all its state in: an embedded PGlite under
+ * `dataDir` when no URL is given, otherwise a real Postgres through postgres.js. Both are
+ * driven through the same drizzle schema, so the rest of the code cannot tell them apart.
+ *
+ * @example
+ * const database = await openDatabase({ dataDir: './.data' });
+ * await migrateDatabase(database);
+ */
+import { mkdirSync } from 'node:fs';
+import { PGlite } from '@electric-sql/pglite';
+import { sql } from 'drizzle-orm';
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
+import postgres from 'postgres';
+import * as schema from './schema/index.ts';
+
+export type Schema = typeof schema;
+/** The drizzle handle every domain function takes; the same type for both engines. */
+export type Db = PgDatabase<PgQueryResultHKT, Schema>;
+/** A transaction handle (what `db.transaction` passes to its callback). */
+export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
+/** Either the database or an open transaction: functions that only query take this. */
+export type Queryable = Db | Tx;
+
+export interface Database {
+  readonly kind: 'pglite' | 'postgres';
+  readonly db: Db;
+  /** Resolves when the database answers a trivial query within `timeoutMs`. */
+  ping(timeoutMs?: number): Promise<void>;
+  /**
+   * Runs `fn` while holding a session-level advisory lock (waiting for it), on a dedicated
+   * connection, so that two processes never run `fn` at the same time (migrations).
+   */
+  withExclusiveLock<T>(key: number, fn: (db: Db) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+  /** the underlying PGlite instance, when embedded (tests dump and load its data dir) */
+  readonly pglite?: PGlite;
+}
+
+export interface OpenOptions {
+  url?: string | undefined;
+  dataDir?: string;
+  /** an existing PGlite (tests load a migrated template into one) */
+  pglite?: PGlite;
+  /** postgres.js pool size */
+  maxConnections?: number;
+}
+
+export async function openDatabase(opts: OpenOptions): Promise<Database> {
+  if (opts.url) return openPostgres(opts.url, opts.maxConnections ?? 10);
+  let client = opts.pglite;
+  if (!client) {
+    const dir = opts.dataDir ?? './.data';
+    mkdirSync(dir, { recursive: true });
+    client = new PGlite(`${dir.replace(/\/+$/, '')}/pgdata`);
+  }
+  return openPglite(client);
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+async function openPglite(client: PGlite): Promise<Database> {
+  await client.waitReady;
+  const db = drizzlePglite({ client, schema }) as unknown as Db;
+  return {
+    kind: 'pglite',
+    db,
+    pglite: client,
+    async ping(timeoutMs = 2000) {
+      await withTimeout(client.query('select 1'), timeoutMs, 'database');
+    },
+    // PGlite is one connection in one process: there is nobody else to exclude.
+    withExclusiveLock: (_key, fn) => fn(db),
+    async close() {
+      if (!client.closed) await client.close();
+    },
+  };
+}
+
+async function openPostgres(url: string, max: number): Promise<Database> {
+  const client = postgres(url, {
+    max,
+    onnotice: () => {},
+    // fail fast when the server is gone, so /readyz and the hooks can answer 503 quickly
+    connect_timeout: 5,
+    connection: { application_name: 'switchboard' },
+  });
+  const db = drizzlePostgres({ client, schema }) as unknown as Db;
+  return {
+    kind: 'postgres',
+    db,
+    async ping(timeoutMs = 2000) {
+      await withTimeout(client`select 1`, timeoutMs, 'database');
+    },
+    async withExclusiveLock(key, fn) {
+      // a client of its own with one connection: the session-level lock and everything
+      // `fn` runs share that connection (drizzle cannot drive a reserved postgres.js one)
+      const single = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 5 });
+      try {
+        await single`select pg_advisory_lock(${key})`;
+        return await fn(drizzlePostgres({ client: single, schema }) as unknown as Db);
+      } finally {
+        // ending the session releases the lock, whatever state fn left it in
+        await single.end({ timeout: 5 });
+      }
+    },
+    async close() {
+      await client.end({ timeout: 5 });
+    },
+  };
+}
+
+/** `select 1` through drizzle: used by readiness checks that only hold a `Db`. */
+export async function selectOne(db: Queryable): Promise<void> {
+  await db.execute(sql`select 1`);
+}
+
+/**
+ * The rows of a raw `db.execute(sql...)`: postgres.js returns an array, PGlite an object with
+ * `rows`; drizzle's query builder hides this, raw SQL does not.
+ */
+export function rowsOf<T>(result: unknown): T[] {
+  return (Array.isArray(result) ? result : (result as { rows: T[] }).rows) as T[];
+}

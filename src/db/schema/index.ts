@@ -1,0 +1,2 @@
+export * from './message-events.ts';
+export * from './messages.ts';

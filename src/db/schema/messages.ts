@@ -1,0 +1,43 @@
+import { bigint, index, integer, jsonb, pgTable, text, uuid } from 'drizzle-orm/pg-core';
+import { timestamps } from './columns.ts';
+
+/**
+ * One row per message Switchboard was asked to send (the read model's head row).
+ * `status` is the current status; it only moves up a rank (see messages/status.ts), the
+ * full history is in `message_events`.
+ */
+export const messages = pgTable(
+  'messages',
+  {
+    // UUIDv7: time-ordered, so the id doubles as a stable list cursor.
+    id: uuid('id').primaryKey(),
+    customerMessageId: text('customer_message_id').notNull().unique(),
+    providerMessageId: text('provider_message_id'),
+    messagelistId: bigint('messagelist_id', { mode: 'number' }),
+    type: text('type').notNull(),
+    from: text('from').notNull(),
+    to: text('to').notNull(),
+    /** the message object as it will be sent to the provider (seed 2.3) */
+    payload: jsonb('payload').notNull(),
+    status: text('status').notNull(),
+    parts: integer('parts'),
+    callId: uuid('call_id'),
+    /** 'call' for a call's own speechcall message, 'follow-up' for what a flow sends */
+    role: text('role'),
+    /** the channel (message type) that finally delivered, when fallbacks were involved */
+    deliveredVia: text('delivered_via'),
+    error: jsonb('error'),
+    ...timestamps,
+  },
+  (t) => [
+    // lookups by the provider's id (callbacks, GET /v1/messages/{ref})
+    index('messages_provider_message_id_idx').on(t.providerMessageId),
+    // list filters, each ending in id so the cursor walks the index
+    index('messages_to_id_idx').on(t.to, t.id),
+    index('messages_status_id_idx').on(t.status, t.id),
+    index('messages_call_id_idx').on(t.callId, t.id),
+  ],
+);
+
+export type MessageRow = typeof messages.$inferSelect;
+export type NewMessageRow = typeof messages.$inferInsert;

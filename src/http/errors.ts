@@ -1,0 +1,85 @@
+/**
+ * The one error envelope: `{"error":{"code","message","details"}}`. Every failure path of the
+ * HTTP layer (validation, malformed JSON, unknown routes, typed domain errors, database
+ * outages, bugs) ends in `errorResponse`.
+ */
+import type { Hook } from '@hono/zod-openapi';
+import type { Context } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import type { ZodError } from 'zod';
+import { isDatabaseUnavailable } from '../db/errors.ts';
+import { AppError, type ErrorCode, type ErrorDetail, formatPath, httpStatus } from '../errors.ts';
+import type { AppEnv } from './env.ts';
+
+export function errorResponse(
+  c: Context,
+  code: ErrorCode,
+  message: string,
+  details: ErrorDetail[] = [],
+  extra: Record<string, unknown> = {},
+) {
+  return c.json({ error: { code, message, details, ...extra } }, httpStatus(code));
+}
+
+/** zod issues as envelope details, with paths like `messages[3].to`. */
+export function zodDetails(error: ZodError, prefix: PropertyKey[] = []): ErrorDetail[] {
+  return error.issues.map((issue) => ({
+    path: formatPath([...prefix, ...issue.path]),
+    code: issue.code,
+    message: issue.message,
+  }));
+}
+
+/** The zod-openapi validation hook: a failed request schema becomes a 400 envelope. */
+export const validationHook: Hook<unknown, AppEnv, string, unknown> = (result, c) => {
+  if (!result.success) {
+    const details = zodDetails(result.error as ZodError);
+    const first = details[0];
+    return errorResponse(
+      c,
+      'VALIDATION_ERROR',
+      first ? `${first.path || 'body'}: ${first.message}` : 'invalid request',
+      details,
+    );
+  }
+};
+
+function codeForHttpException(status: number, message: string): ErrorCode {
+  if (status === 400 && /malformed|json/i.test(message)) return 'MALFORMED_JSON';
+  if (status === 401) return 'UNAUTHORIZED';
+  if (status === 403) return 'FORBIDDEN';
+  if (status === 404) return 'NOT_FOUND';
+  if (status === 413) return 'PAYLOAD_TOO_LARGE';
+  if (status === 415) return 'UNSUPPORTED_MEDIA_TYPE';
+  if (status === 429) return 'RATE_LIMITED';
+  if (status === 503) return 'UNAVAILABLE';
+  if (status >= 400 && status < 500) return 'VALIDATION_ERROR';
+  return 'INTERNAL';
+}
+
+/** `app.onError`: typed errors to their status, outages to 503, the rest to a bare 500. */
+export function onError(err: Error, c: Context<AppEnv>) {
+  if (err instanceof AppError) return errorResponse(c, err.code, err.message, err.details);
+  if (err instanceof HTTPException) {
+    const code = codeForHttpException(err.status, err.message);
+    const message =
+      code === 'MALFORMED_JSON' ? 'the request body is not valid JSON' : err.message || code;
+    return errorResponse(c, code, message);
+  }
+  const requestId = c.get('requestId');
+  const log = c.get('logger');
+  if (isDatabaseUnavailable(err)) {
+    log?.warn({ err: { message: err.message } }, 'database unavailable');
+    c.header('Retry-After', '1');
+    return errorResponse(c, 'UNAVAILABLE', 'the database is not answering; retry shortly', [], {
+      requestId,
+    });
+  }
+  log?.error({ err }, 'unhandled error');
+  // no stack, no internals: the request id finds the log line
+  return errorResponse(c, 'INTERNAL', 'unexpected error', [], { requestId });
+}
+
+export function notFound(c: Context<AppEnv>) {
+  return errorResponse(c, 'ROUTE_NOT_FOUND', `no route for ${c.req.method} ${c.req.path}`);
+}

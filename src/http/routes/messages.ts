@@ -1,0 +1,134 @@
+/**
+ * /v1/messages: submit, read one with its timeline, list. Each handler parses, calls one
+ * domain verb and returns its result; errors travel as AppError to the one envelope.
+ */
+import { createRoute, z } from '@hono/zod-openapi';
+import type { Clock } from '../../clock.ts';
+import type { Db } from '../../db/client.ts';
+import { getMessage, listMessages } from '../../messages/read.ts';
+import { MessageStatus } from '../../messages/status.ts';
+import { MAX_MESSAGES_PER_REQUEST, submitMessages } from '../../messages/submit.ts';
+import { ErrorBody, MessageList, MessageView, SubmitResponse } from '../../messages/views.ts';
+import { newRouter } from '../router.ts';
+
+const errorResponse = (description: string) => ({
+  description,
+  content: { 'application/json': { schema: ErrorBody } },
+});
+
+export const SubmitRequest = z
+  .object({
+    messages: z.array(z.record(z.string(), z.unknown())).min(1).max(MAX_MESSAGES_PER_REQUEST).meta({
+      description:
+        'message objects of the seed (2.3); customerMessageId optional (generated when absent)',
+    }),
+  })
+  .meta({
+    id: 'SubmitRequest',
+    example: {
+      messages: [
+        {
+          from: 'Acme',
+          to: '+380501234567',
+          type: 'sms',
+          text: 'Your order 42 has shipped',
+          customerMessageId: 'order-42-shipped',
+        },
+      ],
+    },
+  });
+
+const submit = createRoute({
+  method: 'post',
+  path: '/v1/messages',
+  tags: ['messages'],
+  summary: 'Submit up to 5000 messages; each is accepted (queued) or rejected on its own',
+  request: { body: { required: true, content: { 'application/json': { schema: SubmitRequest } } } },
+  responses: {
+    202: {
+      description: 'per-message results, in request order',
+      content: { 'application/json': { schema: SubmitResponse } },
+    },
+    400: errorResponse('malformed request, or not one valid message'),
+    413: errorResponse('body too large'),
+  },
+});
+
+const RefParam = z.object({
+  ref: z
+    .string()
+    .min(1)
+    .max(200)
+    .meta({
+      param: { name: 'ref', in: 'path' },
+      description: "Switchboard id, customerMessageId or the provider's messageId",
+      example: 'order-42-shipped',
+    }),
+});
+
+const getOne = createRoute({
+  method: 'get',
+  path: '/v1/messages/{ref}',
+  tags: ['messages'],
+  summary: 'One message with its status timeline',
+  request: { params: RefParam },
+  responses: {
+    200: { description: 'the message', content: { 'application/json': { schema: MessageView } } },
+    404: errorResponse('no such message'),
+  },
+});
+
+const ListQuery = z.object({
+  to: z.string().optional().meta({ example: '+380501234567' }),
+  status: MessageStatus.optional(),
+  type: z.string().optional().meta({ example: 'sms' }),
+  callId: z.uuid().optional(),
+  since: z.iso
+    .datetime({ offset: true })
+    .optional()
+    .meta({ description: 'created at or after (ISO 8601)' }),
+  until: z.iso
+    .datetime({ offset: true })
+    .optional()
+    .meta({ description: 'created at or before (ISO 8601)' }),
+  limit: z.coerce.number().int().min(1).max(500).optional().meta({ example: 50 }),
+  cursor: z.string().optional().meta({ description: 'nextCursor of the previous page' }),
+});
+
+const list = createRoute({
+  method: 'get',
+  path: '/v1/messages',
+  tags: ['messages'],
+  summary: 'Messages, newest first, filtered, one page at a time',
+  request: { query: ListQuery },
+  responses: {
+    200: { description: 'a page', content: { 'application/json': { schema: MessageList } } },
+    400: errorResponse('bad filter or cursor'),
+  },
+});
+
+export function messageRoutes(deps: { db: Db; clock: Clock; maxSmsParts?: number }) {
+  const app = newRouter();
+  app.openapi(submit, async (c) => {
+    const { messages } = c.req.valid('json');
+    const { results } = await submitMessages(
+      deps,
+      messages,
+      deps.maxSmsParts === undefined ? {} : { maxSmsParts: deps.maxSmsParts },
+    );
+    return c.json({ messages: results }, 202);
+  });
+  app.openapi(getOne, async (c) =>
+    c.json(await getMessage(deps.db, c.req.valid('param').ref), 200),
+  );
+  app.openapi(list, async (c) => {
+    const q = c.req.valid('query');
+    const page = await listMessages(deps.db, {
+      ...q,
+      since: q.since ? new Date(q.since) : undefined,
+      until: q.until ? new Date(q.until) : undefined,
+    });
+    return c.json(page, 200);
+  });
+  return app;
+}

@@ -1,0 +1,124 @@
+/**
+ * Reading messages back: one message with its timeline, and filtered pages of messages.
+ *
+ * @example
+ * const view = await getMessage(db, 'order-42-sms'); // by id, customerMessageId or messageId
+ */
+import { and, asc, desc, eq, gte, lt, lte, or, type SQL } from 'drizzle-orm';
+import type { Queryable } from '../db/client.ts';
+import { type MessageRow, messageEvents, messages } from '../db/schema/index.ts';
+import { AppError } from '../errors.ts';
+import { isUuid } from '../ids.ts';
+import type { MessageStatus } from './status.ts';
+import type { MessageList, MessageSummary, MessageView, TimelineEvent } from './views.ts';
+
+export function toSummary(row: MessageRow): MessageSummary {
+  return {
+    id: row.id,
+    customerMessageId: row.customerMessageId,
+    providerMessageId: row.providerMessageId,
+    messagelistId: row.messagelistId,
+    type: row.type,
+    from: row.from,
+    to: row.to,
+    status: row.status as MessageStatus,
+    parts: row.parts,
+    callId: row.callId,
+    deliveredVia: row.deliveredVia,
+    error: row.error ?? null,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}
+
+/** Finds a message by Switchboard id, customerMessageId or the provider's messageId. */
+export async function findMessage(db: Queryable, ref: string): Promise<MessageRow | undefined> {
+  const match = or(
+    ...(isUuid(ref) ? [eq(messages.id, ref)] : []),
+    eq(messages.customerMessageId, ref),
+    eq(messages.providerMessageId, ref),
+  );
+  const rows = await db.select().from(messages).where(match).limit(3);
+  // an exact id wins, then a customerMessageId, then the provider's id
+  return (
+    rows.find((r) => r.id === ref) ??
+    rows.find((r) => r.customerMessageId === ref) ??
+    rows.find((r) => r.providerMessageId === ref)
+  );
+}
+
+export async function timelineOf(db: Queryable, messageId: string): Promise<TimelineEvent[]> {
+  const events = await db
+    .select()
+    .from(messageEvents)
+    .where(eq(messageEvents.messageId, messageId))
+    .orderBy(asc(messageEvents.at), asc(messageEvents.id));
+  return events.map((e) => ({
+    status: e.status,
+    at: e.at.toISOString(),
+    receivedAt: e.receivedAt.toISOString(),
+    source: e.source as TimelineEvent['source'],
+    ...(e.detail != null && { detail: e.detail }),
+  }));
+}
+
+/** One message with its timeline; `AppError('NOT_FOUND')` when no ref matches. */
+export async function getMessage(db: Queryable, ref: string): Promise<MessageView> {
+  const row = await findMessage(db, ref);
+  if (!row)
+    throw new AppError('NOT_FOUND', `no message with id, customerMessageId or messageId "${ref}"`);
+  return { ...toSummary(row), timeline: await timelineOf(db, row.id) };
+}
+
+export interface MessageFilter {
+  to?: string | undefined;
+  status?: MessageStatus | undefined;
+  type?: string | undefined;
+  callId?: string | undefined;
+  since?: Date | undefined;
+  until?: Date | undefined;
+  limit?: number | undefined;
+  cursor?: string | undefined;
+}
+
+export function encodeCursor(id: string): string {
+  return Buffer.from(id, 'utf8').toString('base64url');
+}
+
+export function decodeCursor(cursor: string): string {
+  const id = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (!isUuid(id)) {
+    throw new AppError('VALIDATION_ERROR', 'cursor is not one this API returned', [
+      { path: 'cursor', code: 'invalid_cursor', message: 'pass nextCursor from a previous page' },
+    ]);
+  }
+  return id;
+}
+
+/**
+ * Newest first. Ids are UUIDv7, so "id below the cursor" is a keyset page: a message
+ * inserted while a client pages gets a newer id and cannot shift or repeat later pages.
+ */
+export async function listMessages(db: Queryable, filter: MessageFilter): Promise<MessageList> {
+  const limit = filter.limit ?? 50;
+  const where: SQL[] = [];
+  if (filter.to) where.push(eq(messages.to, filter.to));
+  if (filter.status) where.push(eq(messages.status, filter.status));
+  if (filter.type) where.push(eq(messages.type, filter.type));
+  if (filter.callId) where.push(eq(messages.callId, filter.callId));
+  if (filter.since) where.push(gte(messages.createdAt, filter.since));
+  if (filter.until) where.push(lte(messages.createdAt, filter.until));
+  if (filter.cursor) where.push(lt(messages.id, decodeCursor(filter.cursor)));
+  const rows = await db
+    .select()
+    .from(messages)
+    .where(and(...where))
+    .orderBy(desc(messages.id))
+    .limit(limit + 1);
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  return {
+    items: page.map(toSummary),
+    nextCursor: rows.length > limit && last ? encodeCursor(last.id) : null,
+  };
+}

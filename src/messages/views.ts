@@ -1,0 +1,92 @@
+/**
+ * What the API says about messages: one zod schema per shape, reused by the routes for
+ * validation and by the OpenAPI document (the `.meta()` ids name the components).
+ */
+import { z } from 'zod';
+import { MessageStatus } from './status.ts';
+
+export const ErrorDetailView = z
+  .object({
+    path: z.string().meta({ example: 'messages[0].to' }),
+    code: z.string().meta({ example: 'INVALID_RECIPIENT' }),
+    message: z.string(),
+  })
+  .meta({ id: 'ErrorDetail' });
+
+export const ErrorBody = z
+  .object({
+    error: z.object({
+      code: z.string().meta({ example: 'VALIDATION_ERROR' }),
+      message: z.string(),
+      details: z.array(ErrorDetailView),
+      requestId: z.string().optional(),
+    }),
+  })
+  .meta({ id: 'Error', description: 'The one error envelope of every non-2xx answer.' });
+
+export const TimelineEvent = z
+  .object({
+    status: z.string().meta({
+      description: 'a canonical status, or a vendor status kept verbatim',
+      example: 'queued',
+    }),
+    at: z.string().meta({ description: "the event's own time (ISO 8601)" }),
+    receivedAt: z.string().meta({ description: 'when Switchboard stored it (ISO 8601)' }),
+    source: z.enum(['api', 'dispatch', 'provider', 'callback', 'poll', 'call']),
+    detail: z.unknown().optional(),
+  })
+  .meta({ id: 'TimelineEvent' });
+export type TimelineEvent = z.infer<typeof TimelineEvent>;
+
+export const MessageSummary = z
+  .object({
+    id: z.string().meta({ example: '0193f1c2-7b4e-7c1a-9f3d-2a6b8c0d1e2f' }),
+    customerMessageId: z.string(),
+    providerMessageId: z.string().nullable(),
+    messagelistId: z.number().int().nullable(),
+    type: z.string().meta({ example: 'sms' }),
+    from: z.string().meta({ example: 'Acme' }),
+    to: z.string().meta({ example: '+380501234567' }),
+    status: MessageStatus,
+    parts: z.number().int().nullable(),
+    callId: z.string().nullable(),
+    deliveredVia: z
+      .string()
+      .nullable()
+      .meta({ description: 'the channel that finally delivered, when fallbacks were used' }),
+    error: z.unknown().nullable(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  })
+  .meta({ id: 'MessageSummary' });
+export type MessageSummary = z.infer<typeof MessageSummary>;
+
+export const MessageView = MessageSummary.extend({ timeline: z.array(TimelineEvent) }).meta({
+  id: 'Message',
+});
+export type MessageView = z.infer<typeof MessageView>;
+
+export const MessageList = z
+  .object({
+    items: z.array(MessageSummary),
+    nextCursor: z.string().nullable().meta({ description: 'pass as `cursor` for the next page' }),
+  })
+  .meta({ id: 'MessageList' });
+export type MessageList = z.infer<typeof MessageList>;
+
+export const SubmitResult = z
+  .object({
+    id: z.string().optional().meta({ description: 'absent when rejected: nothing was stored' }),
+    customerMessageId: z.string().optional(),
+    status: z.enum(['queued', 'rejected']),
+    parts: z.number().int().optional(),
+    error: z
+      .object({ code: z.string(), message: z.string(), details: z.array(ErrorDetailView) })
+      .optional(),
+  })
+  .meta({ id: 'SubmitResult' });
+export type SubmitResult = z.infer<typeof SubmitResult>;
+
+export const SubmitResponse = z
+  .object({ messages: z.array(SubmitResult) })
+  .meta({ id: 'SubmitResponse' });

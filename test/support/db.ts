@@ -1,0 +1,90 @@
+/**
+ * Each test file gets its own migrated database, on every engine available: PGlite always,
+ * real Postgres too when TEST_DATABASE_URL is set (the same suite runs on both, as drizzle's
+ * own integration tests do).
+ *
+ * @example
+ * describeEachEngine('messages', (ctx) => {
+ *   it('stores', async () => { await ctx.database().db.select()... });
+ * });
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { PGlite } from '@electric-sql/pglite';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, inject } from 'vitest';
+import { type Database, openDatabase } from '../../src/db/client.ts';
+import { databaseUrlWithName } from './global-setup.ts';
+
+export type Engine = 'pglite' | 'postgres';
+
+export function availableEngines(): Engine[] {
+  return inject('postgresTemplate') ? ['pglite', 'postgres'] : ['pglite'];
+}
+
+export interface TestDatabase {
+  database: Database;
+  /** the Postgres URL of this database (postgres engine only): for child processes */
+  url?: string;
+  drop(): Promise<void>;
+}
+
+/** A fresh, migrated database of its own. */
+export async function createTestDatabase(engine: Engine): Promise<TestDatabase> {
+  if (engine === 'pglite') {
+    const dump = readFileSync(inject('pgliteDump'));
+    const pglite = new PGlite({ loadDataDir: new Blob([new Uint8Array(dump)]) });
+    const database = await openDatabase({ pglite });
+    return { database, drop: () => database.close() };
+  }
+  const tpl = inject('postgresTemplate');
+  if (!tpl) throw new Error('TEST_DATABASE_URL is not set');
+  const name = `sb_t_${randomBytes(6).toString('hex')}`;
+  const admin = postgres(tpl.adminUrl, { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`create database "${name}" template "${tpl.template}"`);
+  } finally {
+    await admin.end();
+  }
+  const url = databaseUrlWithName(tpl.adminUrl, name);
+  const database = await openDatabase({ url, maxConnections: 5 });
+  return {
+    database,
+    url,
+    async drop() {
+      await database.close();
+      const a = postgres(tpl.adminUrl, { max: 1, onnotice: () => {} });
+      await a.unsafe(`drop database if exists "${name}" with (force)`);
+      await a.end();
+    },
+  };
+}
+
+export interface EngineContext {
+  engine: Engine;
+  database(): Database;
+  url(): string | undefined;
+}
+
+/** Runs `body` once per available engine, each with a database of its own for the block. */
+export function describeEachEngine(name: string, body: (ctx: EngineContext) => void): void {
+  for (const engine of availableEngines()) {
+    describe(`${name} [${engine}]`, () => {
+      let test: TestDatabase | undefined;
+      beforeAll(async () => {
+        test = await createTestDatabase(engine);
+      });
+      afterAll(async () => {
+        await test?.drop();
+      });
+      body({
+        engine,
+        database: () => {
+          if (!test) throw new Error('database not ready (used outside a test?)');
+          return test.database;
+        },
+        url: () => test?.url,
+      });
+    });
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * Starts the real server as a child process (`tsx src/main.ts`), the way `npm start` does,
+ * and finds its port in the "listening" log line.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const TSX = fileURLToPath(new URL('../../node_modules/.bin/tsx', import.meta.url));
+
+export interface ServerProcess {
+  url: string;
+  port: number;
+  child: ChildProcess;
+  output(): string;
+  /** sends `signal` and resolves with the exit code and how long the exit took */
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; ms: number }>;
+}
+
+export async function startServerProcess(env: Record<string, string>): Promise<ServerProcess> {
+  const child = spawn(TSX, ['src/main.ts'], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', PORT: '0', LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr!.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 60_000);
+    const check = () => {
+      const m = out.match(/"port":(\d+),"msg":"listening"/);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    };
+    child.stdout!.on('data', check);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code}:\n${out}`));
+    });
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    child,
+    output: () => out,
+    stop(signal = 'SIGTERM') {
+      const start = Date.now();
+      return new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve({ code: child.exitCode, ms: 0 });
+        child.once('exit', (code) => resolve({ code, ms: Date.now() - start }));
+        child.kill(signal);
+      });
+    },
+  };
+}
