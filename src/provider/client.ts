@@ -1,0 +1,239 @@
+/**
+ * The messaging client (seed 4, 5, 7, 8): messagelists and status lookup, with any of the
+ * three auth methods, chunking to 5000 messages per request, the shared rate limiter and
+ * retries of `http.ts`.
+ *
+ * `sendMessagelist` answers one normalised response per request (chunk), in order: chunk i
+ * holds messages [5000 i, 5000 (i + 1)). When some chunk fails it throws a
+ * `MessagelistError` that still lists, per chunk, the response or the error, so a caller
+ * knows exactly which messages the provider took. `sendMessagelistSettled` returns that list
+ * without throwing.
+ */
+import { z } from 'zod';
+import {
+  basicAuth,
+  createTransport,
+  ProviderError,
+  type RetryPolicy,
+  type Transport,
+  type TransportEvent,
+} from './http.ts';
+import {
+  type Clock,
+  createRateLimiter,
+  type RateLimit,
+  type RateLimiter,
+  type Sleep,
+} from './limiter.ts';
+import {
+  MAX_MESSAGES_PER_LIST,
+  type Message,
+  type NormalisedMessagelistResponse,
+  parseMessagelistResponse,
+} from './message.ts';
+
+/**
+ * The three methods of seed 5: Basic login:password; the API key in X-Authorization-Key
+ * (`scheme: 'header'`, the default); or Basic with `@` as login and the key as password.
+ */
+export type ProviderAuth =
+  | { login: string; password: string }
+  | { apiKey: string; scheme?: 'header' | 'basic' };
+
+/** The auth headers for a method of seed 5. */
+export function messagingAuthHeaders(auth: ProviderAuth): Record<string, string> {
+  if ('login' in auth) return { Authorization: basicAuth(auth.login, auth.password) };
+  if (auth.scheme === 'basic') return { Authorization: basicAuth('@', auth.apiKey) };
+  return { 'X-Authorization-Key': auth.apiKey };
+}
+
+/** Options every client of this package takes, besides its own auth. */
+export interface ClientOptions {
+  baseUrl: string;
+  fetch?: typeof fetch;
+  /** Pass one limiter to every client of the process; otherwise each client makes its own. */
+  limiter?: RateLimiter;
+  /** Limits for the limiter this client makes when none is passed. */
+  limits?: Partial<Record<'messaging' | 'data' | 'chat', RateLimit>>;
+  retry?: Partial<RetryPolicy>;
+  clock?: Clock;
+  sleep?: Sleep;
+  random?: () => number;
+  timeoutMs?: number;
+  onEvent?: (event: TransportEvent) => void;
+}
+
+/** The limiter and transport for a client: the shared plumbing, not a copy of it. */
+export function clientTransport(
+  opts: ClientOptions,
+  headers?: Record<string, string> | (() => Record<string, string>),
+): { transport: Transport; limiter: RateLimiter } {
+  const limiter =
+    opts.limiter ??
+    createRateLimiter({
+      ...(opts.limits ? { limits: opts.limits } : {}),
+      ...(opts.clock ? { clock: opts.clock } : {}),
+      ...(opts.sleep ? { sleep: opts.sleep } : {}),
+    });
+  const transport = createTransport({ ...opts, limiter, ...(headers ? { headers } : {}) });
+  return { transport, limiter };
+}
+
+export interface ChunkResult {
+  /** The messages of this chunk, in request order. */
+  messages: Message[];
+  response?: NormalisedMessagelistResponse;
+  error?: ProviderError;
+}
+
+/** Some chunk of a messagelist failed; `results` says what happened to each chunk. */
+export class MessagelistError extends ProviderError {
+  readonly results: ChunkResult[];
+  constructor(first: ProviderError, results: ChunkResult[]) {
+    const failed = results.filter((r) => r.error).length;
+    super(
+      first.kind,
+      `${failed} of ${results.length} messagelist requests failed: ${first.message}`,
+      {
+        ...(first.status === undefined ? {} : { status: first.status }),
+        body: first.body,
+        attempts: first.attempts,
+        method: first.method,
+        path: first.path,
+        cause: first,
+      },
+    );
+    this.name = 'MessagelistError';
+    this.results = results;
+  }
+}
+
+/** What GET /bat/message/{id} answers; its fields are not in the seed, so `raw` keeps all. */
+export const MessageStatus = z.object({
+  messageId: z.string(),
+  /** Lower-cased status when the body names one under a usual field. */
+  status: z.string().optional(),
+  raw: z.unknown(),
+});
+export type MessageStatus = z.infer<typeof MessageStatus>;
+
+export interface ProviderClient {
+  sendMessagelist(
+    messages: Message[],
+    opts?: { signal?: AbortSignal },
+  ): Promise<NormalisedMessagelistResponse[]>;
+  sendMessagelistSettled(
+    messages: Message[],
+    opts?: { signal?: AbortSignal },
+  ): Promise<ChunkResult[]>;
+  getMessage(messageId: string, opts?: { signal?: AbortSignal }): Promise<MessageStatus>;
+  readonly limiter: RateLimiter;
+  readonly transport: Transport;
+}
+
+/** Splits a list into chunks of at most `size`. */
+export function chunk<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+/**
+ * @example
+ * const limiter = createRateLimiter();
+ * const client = createProviderClient({ baseUrl, auth: { apiKey: 'k' }, limiter });
+ * const [res] = await client.sendMessagelist([{ from: 'Acme', to: '+380501234567', type: 'sms', text: 'hi' }]);
+ * res.messages[0].messageId;
+ */
+export function createProviderClient(
+  opts: ClientOptions & { auth: ProviderAuth; maxPerRequest?: number },
+): ProviderClient {
+  const { transport, limiter } = clientTransport(opts, messagingAuthHeaders(opts.auth));
+  const perRequest = Math.min(opts.maxPerRequest ?? MAX_MESSAGES_PER_LIST, MAX_MESSAGES_PER_LIST);
+
+  async function sendChunk(
+    messages: Message[],
+    signal?: AbortSignal,
+  ): Promise<NormalisedMessagelistResponse> {
+    const res = await transport.request({
+      method: 'POST',
+      path: '/bat/messagelist',
+      limitClass: 'messaging',
+      json: { messages },
+      ...(signal ? { signal } : {}),
+    });
+    const parsed = parseMessagelistResponse(res.json);
+    if (!parsed) {
+      // Not retried: the provider answered 200, so the list may well have been taken.
+      throw new ProviderError(
+        'invalid_response',
+        `POST /bat/messagelist: unrecognised 200 body: ${res.text.slice(0, 200)}`,
+        {
+          status: res.status,
+          body: res.json ?? res.text,
+          method: 'POST',
+          path: '/bat/messagelist',
+        },
+      );
+    }
+    return parsed;
+  }
+
+  async function sendMessagelistSettled(messages: Message[], o: { signal?: AbortSignal } = {}) {
+    const chunks = chunk(messages, perRequest);
+    // All chunks go at once; the limiter spaces them.
+    const settled = await Promise.allSettled(chunks.map((c) => sendChunk(c, o.signal)));
+    return settled.map((s, i): ChunkResult => {
+      const msgs = chunks[i] ?? [];
+      if (s.status === 'fulfilled') return { messages: msgs, response: s.value };
+      const error =
+        s.reason instanceof ProviderError
+          ? s.reason
+          : new ProviderError('network', String(s.reason), { cause: s.reason });
+      return { messages: msgs, error };
+    });
+  }
+
+  return {
+    limiter,
+    transport,
+    sendMessagelistSettled,
+    async sendMessagelist(messages, o = {}) {
+      if (o.signal?.aborted) throw o.signal.reason;
+      const results = await sendMessagelistSettled(messages, o);
+      if (o.signal?.aborted) throw o.signal.reason;
+      const failed = results.find((r) => r.error);
+      if (failed?.error) {
+        if (results.length === 1) throw failed.error;
+        throw new MessagelistError(failed.error, results);
+      }
+      return results.map((r) => r.response as NormalisedMessagelistResponse);
+    },
+    async getMessage(messageId, o = {}) {
+      const res = await transport.request({
+        method: 'GET',
+        path: `/bat/message/${encodeURIComponent(messageId)}`,
+        limitClass: 'data',
+        ...(o.signal ? { signal: o.signal } : {}),
+      });
+      const raw = res.json ?? res.text;
+      const status = findStatus(raw);
+      return status === undefined ? { messageId, raw } : { messageId, status, raw };
+    },
+  };
+}
+
+function findStatus(body: unknown): string | undefined {
+  if (!body || typeof body !== 'object') return undefined;
+  const o = body as Record<string, unknown>;
+  for (const key of ['status', 'state', 'messageStatus', 'deliveryStatus']) {
+    const v = o[key];
+    if (typeof v === 'string' && v !== '') return v.toLowerCase();
+  }
+  for (const key of ['message', 'messages', 'data']) {
+    const inner = Array.isArray(o[key]) ? (o[key] as unknown[])[0] : o[key];
+    const found = inner !== body ? findStatus(inner) : undefined;
+    if (found) return found;
+  }
+  return undefined;
+}
