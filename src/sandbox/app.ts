@@ -1,0 +1,284 @@
+/**
+ * The provider sandbox: the whole seed interface (messaging, speech calls, cascade, bot
+ * users, chat operators) as one Hono app, plus a control API, all state in memory.
+ *
+ * Routes are relative to the app's root, so the main server mounts it with
+ * `app.route('/sandbox', sandbox.app)` and `npm run sandbox` serves it at `/`.
+ *
+ * @example
+ * const sandbox = createSandbox({ clock: createManualClock(), callbackUrl: 'http://127.0.0.1:3000/hooks/delivery' });
+ * serve({ fetch: sandbox.app.fetch, port: 4010 });
+ * await sandbox.close();
+ */
+import { Hono } from 'hono';
+import { SandboxCredentials, type SandboxCredentialsInput } from './auth.ts';
+import { type BotRegistry, createBotRegistry } from './bots.ts';
+import {
+  CallbackOptions,
+  type CallbackOptionsInput,
+  type CallbackSender,
+  createCallbackSender,
+} from './callbacks.ts';
+import { type CascadeEngine, createCascadeEngine } from './cascade.ts';
+import { type ChatStore, createChatStore, type Organization } from './chat.ts';
+import { createRealClock, type ManualClock, type SandboxClock, Scheduler } from './clock.ts';
+import type {
+  Fault,
+  FaultBook,
+  InboundViberMessage,
+  SandboxContext,
+  SandboxLogger,
+} from './context.ts';
+import { providerError } from './http.ts';
+import {
+  createMessageEngine,
+  LifecycleTimings,
+  type LifecycleTimingsInput,
+  type MessageEngine,
+} from './messages.ts';
+import { createRandom } from './random.ts';
+import {
+  createTokenBucket,
+  DEFAULT_RATE_LIMITS,
+  type RateCategory,
+  type RateLimit,
+  type TokenBucket,
+} from './rate-limit.ts';
+import { botRoutes } from './routes/bots.ts';
+import { cascadeRoutes } from './routes/cascade.ts';
+import { chatRoutes } from './routes/chat.ts';
+import { controlRoutes } from './routes/control.ts';
+import { messagingRoutes } from './routes/messaging.ts';
+import { createScriptBook, type ScriptBook } from './scripts.ts';
+
+export interface CreateSandboxOptions {
+  /** Default: the real clock. Pass `createManualClock()` to drive time from a test. */
+  clock?: SandboxClock;
+  /** Where delivery callbacks go (the host passes `${PUBLIC_URL}/hooks/delivery`); unset, none. */
+  callbackUrl?: string;
+  /** Where incoming Viber messages go; default: callbackUrl with /hooks/delivery -> /hooks/viber. */
+  viberCallbackUrl?: string;
+  /** Sent as X-Callback-Token on delivery and Viber callbacks (the receiver's CALLBACK_TOKEN). */
+  callbackToken?: string;
+  credentials?: SandboxCredentialsInput;
+  fetch?: typeof fetch;
+  logger?: SandboxLogger;
+  /** Callback misbehaviour and retry policy; changeable later through /_control/options. */
+  options?: CallbackOptionsInput;
+  /** How long lifecycle steps take; see messages.ts and speechcall.ts for the defaults. */
+  timings?: LifecycleTimingsInput;
+  rateLimits?: Partial<Record<RateCategory, RateLimit>>;
+  organizations?: readonly Organization[];
+  /** Seed for shuffled callbacks and flash-call codes. */
+  seed?: number;
+  /** Most SMS parts a message may need (validateMessage's default when unset). */
+  maxSmsParts?: number;
+  /** About how many messages are kept for lookups (default 100 000); see messages.ts. */
+  keepMessages?: number;
+}
+
+export interface Sandbox {
+  app: Hono;
+  clock: SandboxClock;
+  credentials: SandboxCredentials;
+  /** Forgets every message, call, callback, script, user and operator; options back to start. */
+  reset(): void;
+  /** Cancels everything scheduled and waits for callbacks in flight. */
+  close(): Promise<void>;
+  /** In-process views of the state, for tests (the control API shows the same over HTTP). */
+  messages: MessageEngine;
+  callbacks: CallbackSender;
+  cascade: CascadeEngine;
+  bots: BotRegistry;
+  chat: ChatStore;
+  scripts: ScriptBook;
+}
+
+function createFaultBook(): FaultBook {
+  let faults: Fault[] = [];
+  return {
+    add: (fault) => {
+      faults.push({ ...fault });
+    },
+    take(path) {
+      const fault = faults.find((f) => path.endsWith(f.path));
+      if (fault === undefined) return undefined;
+      fault.count--;
+      if (fault.count <= 0) faults = faults.filter((f) => f !== fault);
+      return fault.status;
+    },
+    list: () => faults.map((f) => ({ ...f })),
+    clear: () => {
+      faults = [];
+    },
+  };
+}
+
+/** The Viber callback URL next to a delivery callback URL that ends in /hooks/delivery. */
+export function deriveViberCallbackUrl(callbackUrl: string | undefined): string | undefined {
+  if (callbackUrl === undefined) return undefined;
+  const url = new URL(callbackUrl);
+  if (!url.pathname.endsWith('/hooks/delivery')) return undefined;
+  url.pathname = url.pathname.replace(/\/hooks\/delivery$/, '/hooks/viber');
+  return url.toString();
+}
+
+/**
+ * Builds a sandbox. Nothing listens: serve `app.fetch` (or mount `app`) to use it over HTTP.
+ *
+ * @example
+ * const sandbox = createSandbox({ callbackUrl: `${publicUrl}/hooks/delivery` });
+ * root.route('/sandbox', sandbox.app);
+ */
+export function createSandbox(opts: CreateSandboxOptions = {}): Sandbox {
+  const clock = opts.clock ?? createRealClock();
+  const manualClock = clock.manual ? (clock as ManualClock) : undefined;
+  const scheduler = new Scheduler(clock);
+  const credentials = SandboxCredentials.parse(opts.credentials ?? {});
+  const initialOptions = CallbackOptions.parse(opts.options ?? {});
+  const initialTimings = LifecycleTimings.parse(opts.timings ?? {});
+  let options = initialOptions;
+  let timings = initialTimings;
+  const random = createRandom(opts.seed);
+  const limits = { ...DEFAULT_RATE_LIMITS, ...opts.rateLimits };
+  const makeBuckets = (): Record<RateCategory, TokenBucket> => ({
+    messaging: createTokenBucket(limits.messaging, clock),
+    data: createTokenBucket(limits.data, clock),
+    chat: createTokenBucket(limits.chat, clock),
+  });
+  let buckets = makeBuckets();
+  const callbackHeaders: Record<string, string> =
+    opts.callbackToken === undefined ? {} : { 'x-callback-token': opts.callbackToken };
+  const callbackUrl = opts.callbackUrl;
+  const viberCallbackUrl = opts.viberCallbackUrl ?? deriveViberCallbackUrl(callbackUrl);
+
+  const sender = createCallbackSender({
+    scheduler,
+    fetch: opts.fetch ?? globalThis.fetch,
+    options: () => options,
+    random,
+    ...(opts.logger !== undefined && { logger: opts.logger }),
+  });
+  const scripts = createScriptBook();
+  const bots = createBotRegistry();
+  const messages = createMessageEngine({
+    scheduler,
+    sender,
+    scripts,
+    random,
+    timings: () => timings,
+    callbackUrl,
+    callbackHeaders,
+    ...(opts.maxSmsParts !== undefined && { maxSmsParts: opts.maxSmsParts }),
+    ...(opts.keepMessages !== undefined && { keepMessages: opts.keepMessages }),
+  });
+  const cascade = createCascadeEngine({
+    scheduler,
+    sender,
+    bots,
+    timings: () => timings,
+    callbackUrl,
+    callbackHeaders,
+  });
+  const chat = createChatStore({
+    clock,
+    credentials,
+    ...(opts.organizations !== undefined && { organizations: opts.organizations }),
+  });
+  let inbound: InboundViberMessage[] = [];
+  const faults = createFaultBook();
+
+  function reset(): void {
+    scheduler.cancelAll();
+    sender.reset();
+    scripts.clear();
+    bots.reset();
+    messages.reset();
+    cascade.reset();
+    chat.reset();
+    inbound = [];
+    faults.clear();
+    options = initialOptions;
+    timings = initialTimings;
+    buckets = makeBuckets();
+  }
+
+  const ctx: SandboxContext = {
+    clock,
+    manualClock,
+    scheduler,
+    credentials,
+    messages,
+    cascade,
+    bots,
+    chat,
+    sender,
+    scripts,
+    buckets: () => buckets,
+    options: {
+      get: () => options,
+      set: (patch) => {
+        options = CallbackOptions.parse({ ...options, ...patch });
+        return options;
+      },
+    },
+    timings: {
+      get: () => timings,
+      set: (patch) => {
+        timings = LifecycleTimings.parse({ ...timings, ...patch });
+        return timings;
+      },
+    },
+    callbackUrl,
+    viberCallbackUrl,
+    callbackHeaders,
+    faults,
+    inbound: {
+      add: (m) => {
+        inbound.push(m);
+      },
+      list: () => inbound,
+    },
+    reset,
+    ...(opts.logger !== undefined && { logger: opts.logger }),
+  };
+
+  const app = new Hono();
+  app.onError((error, c) => {
+    opts.logger?.error({ err: error, path: c.req.path }, 'sandbox error');
+    return providerError(c, 500, 'INTERNAL', 'the sandbox failed to handle this request');
+  });
+  // Injected server errors (POST /_control/faults), answered before anything else.
+  app.use('*', async (c, next) => {
+    if (c.req.path.includes('/_control')) return next();
+    const status = faults.take(c.req.path);
+    if (status === undefined) return next();
+    return providerError(c, status, 'INTERNAL', 'injected server error (POST /_control/faults)');
+  });
+  app.route('/', messagingRoutes(ctx));
+  app.route('/', cascadeRoutes(ctx));
+  app.route('/', botRoutes(ctx));
+  app.route('/chat', chatRoutes(ctx));
+  app.route('/_control', controlRoutes(ctx));
+  // Mounted under a prefix, the host's notFound would answer; this keeps the seed's body.
+  app.all('*', (c) =>
+    providerError(c, 404, 'NOT_FOUND', `no such endpoint: ${c.req.method} ${c.req.path}`),
+  );
+
+  return {
+    app,
+    clock,
+    credentials,
+    reset,
+    async close() {
+      scheduler.cancelAll();
+      await clock.settled();
+    },
+    messages,
+    callbacks: sender,
+    cascade,
+    bots,
+    chat,
+    scripts,
+  };
+}

@@ -1,0 +1,88 @@
+/**
+ * HTTP helpers shared by the sandbox's routes. Every error the sandbox answers has the
+ * seed's 429 body shape, `{error, message, status}` (the seed shows no other error body, and
+ * one shape is easiest on clients), plus `details` naming the fields when there are any.
+ *
+ * @example
+ * return providerError(c, 400, 'BAD_REQUEST', 'messages must be an array');
+ */
+import type { Context, MiddlewareHandler } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import type { ErrorDetail } from '../errors.ts';
+import type { TokenBucket } from './rate-limit.ts';
+
+export interface ProviderErrorBody {
+  error: string;
+  message: string;
+  status: number;
+  details?: ErrorDetail[];
+}
+
+export function providerError(
+  c: Context,
+  status: ContentfulStatusCode,
+  error: string,
+  message: string,
+  details?: ErrorDetail[],
+): Response {
+  const body: ProviderErrorBody = {
+    error,
+    message,
+    status,
+    ...(details !== undefined && details.length > 0 && { details }),
+  };
+  return c.json(body, status);
+}
+
+/** Reads a JSON body; a body that is not JSON is answered with 400 (invalid request format). */
+export async function readJson(
+  c: Context,
+  opts: { requireJsonType?: boolean } = {},
+): Promise<{ ok: true; body: unknown } | { ok: false; response: Response }> {
+  const type = c.req.header('content-type') ?? '';
+  if (opts.requireJsonType && !/^application\/(.+\+)?json\b/i.test(type)) {
+    return {
+      ok: false,
+      response: providerError(
+        c,
+        400,
+        'BAD_REQUEST',
+        `Content-Type must be application/json (got ${type === '' ? 'none' : `"${type}"`})`,
+      ),
+    };
+  }
+  const text = await c.req.text();
+  try {
+    return { ok: true, body: JSON.parse(text) };
+  } catch {
+    return {
+      ok: false,
+      response: providerError(c, 400, 'BAD_REQUEST', 'the request body is not valid JSON'),
+    };
+  }
+}
+
+/**
+ * Refuses a request with 429 and Retry-After (whole seconds, at least 1) when `bucket` is
+ * empty.
+ */
+export function rateLimit(bucket: () => TokenBucket, what: string): MiddlewareHandler {
+  return async (c, next) => {
+    const taken = bucket().take();
+    if (!taken.ok) {
+      c.header('Retry-After', String(Math.max(1, Math.ceil(taken.retryAfterMs / 1000))));
+      return providerError(c, 429, 'RATE_LIMITED', `rate limit exceeded (${what})`);
+    }
+    await next();
+  };
+}
+
+/** The request's auth-related headers, in the shape auth.ts reads. */
+export function authHeaders(c: Context) {
+  return {
+    authorization: c.req.header('authorization'),
+    'x-authorization-key': c.req.header('x-authorization-key'),
+    'x-viber-auth-token': c.req.header('x-viber-auth-token'),
+    'x-tg-bot-key': c.req.header('x-tg-bot-key'),
+  };
+}

@@ -1,0 +1,557 @@
+/**
+ * The messaging side of the sandbox: accepting a messagelist, then playing each accepted
+ * message's lifecycle on the sandbox clock and reporting every step to the delivery
+ * callback URL.
+ *
+ * A message is dispatched at its dtSend (or at once), then:
+ * - delivered: `sent` after `sentAfterMs`, `delivered` after `deliveredAfterMs`, and for
+ *   Viber types `read` after `readAfterMs` (a speech call is answered when delivered, and
+ *   then plays its menu; see speechcall.ts);
+ * - read: as delivered; for Viber the default; for other types the same as delivered;
+ * - failed: `sent`, then `failed` after `failedAfterMs`;
+ * - expired: `sent`, then `expired` at the message's deadline when the request set dtExpire
+ *   or ttl, else after `expiredAfterMs` (the types' default TTLs are days long).
+ * Whatever the outcome, a step that would come after the deadline (dtExpire, else dispatch
+ * time + ttl, else + the type's default TTL, 86400 s where the seed shows none) is replaced
+ * by `expired` at the deadline. A message that fails or expires sends its fallbacks, one at a
+ * time, in order, each with its own lifecycle, until one is not failed or expired.
+ *
+ * @example
+ * const engine = createMessageEngine(deps);
+ * engine.submit([{ from: 'Acme', to: '+380501234567', type: 'sms', text: 'hi' }]);
+ */
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import type { ErrorDetail } from '../errors.ts';
+import {
+  DEFAULT_TTL_SECONDS,
+  type Fallback,
+  type Message,
+  type MessageType,
+  validateMessage,
+} from '../provider/message.ts';
+import { smsSegments } from '../provider/sms.ts';
+import type { CallbackSender } from './callbacks.ts';
+import type { Scheduler } from './clock.ts';
+import type { Random } from './random.ts';
+import { normalizeNumber, type Outcome, type ScriptBook } from './scripts.ts';
+import { type CallEndReason, CallTimings, planCall, type ScriptKey } from './speechcall.ts';
+
+export const LifecycleTimings = CallTimings.extend({
+  sentAfterMs: z.number().int().nonnegative().default(500),
+  deliveredAfterMs: z.number().int().nonnegative().default(1000),
+  readAfterMs: z.number().int().nonnegative().default(2000),
+  failedAfterMs: z.number().int().nonnegative().default(1000),
+  expiredAfterMs: z.number().int().nonnegative().default(3000),
+});
+export type LifecycleTimings = z.infer<typeof LifecycleTimings>;
+export type LifecycleTimingsInput = z.input<typeof LifecycleTimings>;
+
+/** Seconds a message lives when the seed shows no default TTL for its type. */
+export const FALLBACK_TTL_SECONDS = 86_400;
+
+export const MessageStatus = z.enum(['accepted', 'sent', 'delivered', 'read', 'failed', 'expired']);
+export type MessageStatus = z.infer<typeof MessageStatus>;
+
+/** The channel a message type travels on, as named in callbacks. */
+export function channelOf(type: MessageType): 'sms' | 'viber' | 'flashcall' | 'speechcall' {
+  if (type === 'sms') return 'sms';
+  if (type === 'speechcall') return 'speechcall';
+  if (type === 'flashcall' || type === 'flashcall_callback') return 'flashcall';
+  return 'viber';
+}
+
+export interface CallRecord {
+  messageId: string;
+  from: string;
+  to: string;
+  state: 'ringing' | 'in-progress' | 'ended' | 'not-answered';
+  keys: ScriptKey[];
+  answeredAt?: string;
+  endedAt?: string;
+  endReason?: CallEndReason;
+  path: { menu: number; visit: number; input?: ScriptKey; runs?: string | null; at: string }[];
+  webhooks: { menu: number; key: string; index: number; url: string; at: string }[];
+}
+
+export interface SandboxMessage {
+  messageId: string;
+  messagelistId: number;
+  /** The primary's customerMessageId; fallbacks carry their primary's (callbacks key on it). */
+  customerMessageId?: string;
+  /** A fallback's own customerMessageId, when it was given one. */
+  ownCustomerMessageId?: string;
+  parentMessageId?: string;
+  fallbackIndex?: number;
+  type: MessageType;
+  from: string;
+  to: string;
+  text?: string;
+  parts: number;
+  status: MessageStatus;
+  history: { status: MessageStatus; at: string }[];
+  acceptedAt: string;
+  dispatchAt: string;
+  expiresAt: string;
+  outcome: Outcome;
+  scripted: boolean;
+  fallbacks: { index: number; messageId: string }[];
+  error?: { code: string; message: string };
+  /** Speech calls: the keys the callee gives, then the call as it went. */
+  keys?: ScriptKey[];
+  call?: CallRecord;
+}
+
+export type SubmitItem =
+  | {
+      messageId: string;
+      status: 'accepted';
+      parts: number;
+      to: string;
+      customerMessageId?: string;
+      /** flashcall: the code, when the request left it to the provider. */
+      text?: string;
+    }
+  | {
+      status: 'rejected';
+      to?: string;
+      customerMessageId?: string;
+      error: { code: string; message: string; details: ErrorDetail[] };
+      /** DUPLICATE_CUSTOMER_MESSAGE_ID: the message that already holds this id. */
+      existingMessageId?: string;
+    };
+
+export interface SubmitResult {
+  messagelistId: number;
+  messages: SubmitItem[];
+}
+
+export interface MessageEngineDeps {
+  scheduler: Scheduler;
+  sender: CallbackSender;
+  scripts: ScriptBook;
+  random: Random;
+  timings: () => LifecycleTimings;
+  /** Where delivery callbacks go; unset, none are sent (the lifecycle still runs). */
+  callbackUrl: string | undefined;
+  /** Headers on every delivery callback (e.g. the receiver's X-Callback-Token). */
+  callbackHeaders?: Record<string, string>;
+  maxSmsParts?: number;
+  /**
+   * About how many messages are kept for lookups and listings (default 100 000); older ones
+   * are forgotten (their lifecycles still finish), and so is their customerMessageId.
+   */
+  keepMessages?: number;
+}
+
+export interface MessageFilter {
+  to?: string;
+  customerMessageId?: string;
+  type?: string;
+  status?: string;
+}
+
+export interface MessageEngine {
+  /** Validates and accepts what it can of one messagelist (already checked to be 1..5000). */
+  submit(inputs: readonly unknown[]): SubmitResult;
+  get(messageId: string): SandboxMessage | undefined;
+  list(filter?: MessageFilter): SandboxMessage[];
+  calls(): CallRecord[];
+  reset(): void;
+}
+
+/** A primary message or one of its fallbacks, as validated. */
+type AnyMessage = Message | Fallback;
+
+function isViber(type: MessageType): boolean {
+  return channelOf(type) === 'viber';
+}
+
+function field(input: unknown, name: string): unknown {
+  return typeof input === 'object' && input !== null && !Array.isArray(input)
+    ? (input as Record<string, unknown>)[name]
+    : undefined;
+}
+
+function stringField(input: unknown, name: string): string | undefined {
+  const value = field(input, name);
+  return typeof value === 'string' ? value : undefined;
+}
+
+export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
+  const { scheduler, sender, scripts, random } = deps;
+  let messages = new Map<string, SandboxMessage>();
+  let byCustomerId = new Map<string, string>();
+  // What each message was accepted as (and the raw input, to tell an explicit ttl from the
+  // default that validation fills in), and its primary. Held by the record itself, so a
+  // lifecycle still finishes after the store has forgotten the message.
+  const originals = new WeakMap<
+    SandboxMessage,
+    { message: AnyMessage; raw: unknown; explicitDeadline: boolean; primary: SandboxMessage }
+  >();
+  let nextMessagelistId = 1001;
+
+  const iso = (ms: number) => new Date(ms).toISOString();
+  const terminal = (m: SandboxMessage) => m.status === 'failed' || m.status === 'expired';
+
+  function callbackBody(m: SandboxMessage, status: MessageStatus, at: number) {
+    return {
+      eventId: `${m.messageId}:${status}`,
+      customerMessageId: m.customerMessageId ?? null,
+      messageId: m.messageId,
+      messagelistId: m.messagelistId,
+      status,
+      timestamp: iso(at),
+      type: m.type,
+      channel: channelOf(m.type),
+      from: m.from,
+      to: m.to,
+      parts: m.parts,
+      fallbackIndex: m.fallbackIndex ?? null,
+      parentMessageId: m.parentMessageId ?? null,
+      ...(m.ownCustomerMessageId !== undefined && {
+        fallbackCustomerMessageId: m.ownCustomerMessageId,
+      }),
+      error: status === 'failed' || status === 'expired' ? (m.error ?? null) : null,
+    };
+  }
+
+  /** Records a status and reports it; returns the callback's first attempt. */
+  function setStatus(m: SandboxMessage, status: MessageStatus, at: number): Promise<void> {
+    m.status = status;
+    m.history.push({ status, at: iso(at) });
+    if (deps.callbackUrl === undefined) return Promise.resolve();
+    return sender.send({
+      kind: 'delivery',
+      url: deps.callbackUrl,
+      body: callbackBody(m, status, at),
+      headers: deps.callbackHeaders ?? {},
+      messageId: m.messageId,
+    });
+  }
+
+  function expire(m: SandboxMessage, at: number, reason?: string): Promise<void> {
+    m.error = {
+      code: 'EXPIRED',
+      message: reason ?? `not delivered before its deadline ${m.expiresAt}`,
+    };
+    if (m.call) m.call.state = 'not-answered';
+    return setStatus(m, 'expired', at).then(() => startNextFallback(m));
+  }
+
+  function fail(m: SandboxMessage, at: number, reason?: string): Promise<void> {
+    m.error = {
+      code: 'DELIVERY_FAILED',
+      message: reason ?? (m.type === 'speechcall' ? 'the call was not answered' : 'not delivered'),
+    };
+    if (m.call) m.call.state = 'not-answered';
+    return setStatus(m, 'failed', at).then(() => startNextFallback(m));
+  }
+
+  /**
+   * Schedules `step` at `at`, unless `at` is past the deadline of a message not yet
+   * delivered: then it expires at the deadline instead.
+   */
+  function stepAt(m: SandboxMessage, at: number, step: () => Promise<void>): void {
+    const deadline = Date.parse(m.expiresAt);
+    const delivered = m.status === 'delivered' || m.status === 'read';
+    if (at > deadline && !delivered) {
+      scheduler.at(deadline, () => (terminal(m) ? undefined : expire(m, deadline)));
+      return;
+    }
+    scheduler.at(at, () => (terminal(m) ? undefined : step()));
+  }
+
+  function dispatch(m: SandboxMessage, reason: string | undefined): void {
+    const t = deps.timings();
+    const start = Date.parse(m.dispatchAt);
+    const explicitDeadline = originals.get(m)?.explicitDeadline ?? false;
+    stepAt(m, start + t.sentAfterMs, async () => {
+      await setStatus(m, 'sent', start + t.sentAfterMs);
+      switch (m.outcome) {
+        case 'failed':
+          stepAt(m, start + t.failedAfterMs, () => fail(m, start + t.failedAfterMs, reason));
+          return;
+        case 'expired': {
+          const at = explicitDeadline ? Date.parse(m.expiresAt) : start + t.expiredAfterMs;
+          scheduler.at(at, () => (terminal(m) ? undefined : expire(m, at, reason)));
+          return;
+        }
+        default:
+          stepAt(m, start + t.deliveredAfterMs, () => deliver(m, start + t.deliveredAfterMs));
+      }
+    });
+  }
+
+  async function deliver(m: SandboxMessage, at: number): Promise<void> {
+    await setStatus(m, 'delivered', at);
+    const t = deps.timings();
+    if (isViber(m.type) && m.outcome === 'read') {
+      scheduler.at(at - t.deliveredAfterMs + t.readAfterMs, () =>
+        m.status === 'delivered'
+          ? setStatus(m, 'read', at - t.deliveredAfterMs + t.readAfterMs)
+          : undefined,
+      );
+    }
+    if (m.type === 'speechcall') playCall(m, at);
+  }
+
+  function playCall(m: SandboxMessage, answeredAt: number): void {
+    const original = originals.get(m)?.message;
+    const call = m.call;
+    if (original?.type !== 'speechcall' || call === undefined) return;
+    call.state = 'in-progress';
+    call.answeredAt = iso(answeredAt);
+    const plan = planCall(original.menu, call.keys, deps.timings());
+    for (const event of plan.events) {
+      const at = answeredAt + event.at;
+      scheduler.at(at, () => {
+        switch (event.type) {
+          case 'menu':
+            call.path.push({ menu: event.menu, visit: event.visit, at: iso(at) });
+            return;
+          case 'input': {
+            const last = call.path[call.path.length - 1];
+            if (last) {
+              last.input = event.input;
+              last.runs = event.runs;
+            }
+            return;
+          }
+          case 'goto':
+            return;
+          case 'hangup':
+            call.state = 'ended';
+            call.endedAt = iso(at);
+            call.endReason = event.reason;
+            return;
+          case 'webhook':
+            call.webhooks.push({
+              menu: event.menu,
+              key: event.key,
+              index: event.index,
+              url: event.url,
+              at: iso(at),
+            });
+            return sender.send({
+              kind: 'webhook',
+              url: event.url,
+              body: { from: m.from, to: m.to, mid: m.messageId, action: event.body },
+              headers: event.headers,
+              messageId: m.messageId,
+            });
+        }
+      });
+    }
+  }
+
+  function deadlineOf(message: AnyMessage, dispatchAt: number): number {
+    if (message.dtExpire !== undefined) return Date.parse(message.dtExpire);
+    const ttl = message.ttl ?? DEFAULT_TTL_SECONDS[message.type] ?? FALLBACK_TTL_SECONDS;
+    return dispatchAt + ttl * 1000;
+  }
+
+  /** Creates the record, takes its script, and schedules its dispatch. */
+  function start(
+    message: AnyMessage,
+    raw: unknown,
+    opts: {
+      messagelistId: number;
+      parts: number;
+      parent?: SandboxMessage;
+      fallbackIndex?: number;
+      text?: string;
+    },
+  ): SandboxMessage {
+    const now = scheduler.now();
+    const dispatchAt = Math.max(
+      now,
+      message.dtSend === undefined ? now : Date.parse(message.dtSend),
+    );
+    const script = scripts.take(message.to);
+    const outcome: Outcome = script?.outcome ?? (isViber(message.type) ? 'read' : 'delivered');
+    const messageId = randomUUID();
+    const m: SandboxMessage = {
+      messageId,
+      messagelistId: opts.messagelistId,
+      ...(opts.parent
+        ? {
+            parentMessageId: opts.parent.messageId,
+            fallbackIndex: opts.fallbackIndex ?? 0,
+            ...(opts.parent.customerMessageId !== undefined && {
+              customerMessageId: opts.parent.customerMessageId,
+            }),
+            ...(message.customerMessageId !== undefined && {
+              ownCustomerMessageId: message.customerMessageId,
+            }),
+          }
+        : message.customerMessageId !== undefined && {
+            customerMessageId: message.customerMessageId,
+          }),
+      type: message.type,
+      from: message.from,
+      to: normalizeNumber(message.to),
+      ...((opts.text ?? message.text) !== undefined && { text: opts.text ?? message.text }),
+      parts: opts.parts,
+      status: 'accepted',
+      history: [{ status: 'accepted', at: iso(now) }],
+      acceptedAt: iso(now),
+      dispatchAt: iso(dispatchAt),
+      expiresAt: iso(deadlineOf(message, dispatchAt)),
+      outcome,
+      scripted: script !== undefined,
+      fallbacks: [],
+    };
+    if (message.type === 'speechcall') {
+      m.keys = script?.keys ?? [];
+      m.call = {
+        messageId,
+        from: m.from,
+        to: m.to,
+        state: 'ringing',
+        keys: m.keys,
+        path: [],
+        webhooks: [],
+      };
+    }
+    messages.set(messageId, m);
+    forgetOldest();
+    originals.set(m, {
+      message,
+      raw,
+      primary: opts.parent ?? m,
+      explicitDeadline: field(raw, 'dtExpire') !== undefined || field(raw, 'ttl') !== undefined,
+    });
+    const deadline = Date.parse(m.expiresAt);
+    if (deadline <= dispatchAt) {
+      // dtSend at or after the deadline: it can never go out.
+      scheduler.at(dispatchAt, () => (terminal(m) ? undefined : expire(m, dispatchAt)));
+    } else {
+      dispatch(m, script?.reason);
+    }
+    return m;
+  }
+
+  function forgetOldest(): void {
+    const keep = deps.keepMessages ?? 100_000;
+    // Trimmed in steps, so a full store does not pay on every message.
+    if (messages.size <= keep * 1.25) return;
+    for (const [id, m] of messages) {
+      if (messages.size <= keep) break;
+      messages.delete(id);
+      const cmid = m.customerMessageId;
+      if (cmid !== undefined && byCustomerId.get(cmid) === id) byCustomerId.delete(cmid);
+    }
+  }
+
+  function startNextFallback(m: SandboxMessage): void {
+    const primary = originals.get(m)?.primary;
+    const original = primary && originals.get(primary);
+    if (primary === undefined || original === undefined) return;
+    const fallbacks =
+      'fallbacks' in original.message ? ((original.message as Message).fallbacks ?? []) : [];
+    const index = m.fallbackIndex === undefined ? 0 : m.fallbackIndex + 1;
+    const next = fallbacks[index];
+    if (next === undefined) return;
+    const rawFallbacks = field(original.raw, 'fallbacks');
+    const fb = start(next, Array.isArray(rawFallbacks) ? rawFallbacks[index] : undefined, {
+      messagelistId: primary.messagelistId,
+      parts: next.type === 'sms' ? smsSegments(next.text).parts : 1,
+      parent: primary,
+      fallbackIndex: index,
+    });
+    primary.fallbacks.push({ index, messageId: fb.messageId });
+  }
+
+  return {
+    submit(inputs) {
+      const messagelistId = nextMessagelistId++;
+      const now = new Date(scheduler.now());
+      const items = inputs.map((raw, i): SubmitItem => {
+        const to = stringField(raw, 'to');
+        const customerMessageId = stringField(raw, 'customerMessageId');
+        const echo = {
+          ...(to !== undefined && { to }),
+          ...(customerMessageId !== undefined && { customerMessageId }),
+        };
+        const result = validateMessage(raw, {
+          now,
+          ...(deps.maxSmsParts !== undefined && { maxSmsParts: deps.maxSmsParts }),
+        });
+        if (!result.ok) {
+          return {
+            status: 'rejected',
+            ...echo,
+            error: {
+              ...result.error,
+              details: result.error.details.map((d) => ({
+                ...d,
+                path: `messages[${i}]${d.path === '' ? '' : `.${d.path}`}`,
+              })),
+            },
+          };
+        }
+        const message = result.message;
+        if (message.customerMessageId !== undefined) {
+          const existing = byCustomerId.get(message.customerMessageId);
+          if (existing !== undefined) {
+            const text = `customerMessageId "${message.customerMessageId}" was already used by message ${existing}`;
+            return {
+              status: 'rejected',
+              ...echo,
+              error: {
+                code: 'DUPLICATE_CUSTOMER_MESSAGE_ID',
+                message: text,
+                details: [
+                  {
+                    path: `messages[${i}].customerMessageId`,
+                    code: 'DUPLICATE_CUSTOMER_MESSAGE_ID',
+                    message: text,
+                  },
+                ],
+              },
+              existingMessageId: existing,
+            };
+          }
+        }
+        const code =
+          message.type === 'flashcall' && message.text === undefined ? random.digits(4) : undefined;
+        const m = start(message, raw, {
+          messagelistId,
+          parts: result.parts ?? 1,
+          ...(code !== undefined && { text: code }),
+        });
+        if (message.customerMessageId !== undefined) {
+          byCustomerId.set(message.customerMessageId, m.messageId);
+        }
+        return {
+          messageId: m.messageId,
+          status: 'accepted',
+          parts: m.parts,
+          ...echo,
+          to: message.to,
+          ...(code !== undefined && { text: code }),
+        };
+      });
+      return { messagelistId, messages: items };
+    },
+    get: (id) => messages.get(id),
+    list(filter = {}) {
+      const to = filter.to === undefined ? undefined : normalizeNumber(filter.to);
+      return [...messages.values()].filter(
+        (m) =>
+          (to === undefined || m.to === to) &&
+          (filter.customerMessageId === undefined ||
+            m.customerMessageId === filter.customerMessageId) &&
+          (filter.type === undefined || m.type === filter.type) &&
+          (filter.status === undefined || m.status === filter.status),
+      );
+    },
+    calls: () => [...messages.values()].flatMap((m) => (m.call === undefined ? [] : [m.call])),
+    reset() {
+      messages = new Map();
+      byCustomerId = new Map();
+      nextMessagelistId = 1001;
+    },
+  };
+}

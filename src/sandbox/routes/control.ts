@@ -1,0 +1,242 @@
+/**
+ * The control API under `/_control`: what tests and the UI use to script the sandbox and to
+ * see what it did. No authentication and no rate limit: it is not part of the provider.
+ * See src/sandbox/README.md for every endpoint.
+ */
+import { randomUUID } from 'node:crypto';
+import { type Context, Hono } from 'hono';
+import { z } from 'zod';
+import { issuesToDetails } from '../../provider/issues.ts';
+import { Recipient } from '../../provider/message.ts';
+import { CallbackKind, CallbackOptions } from '../callbacks.ts';
+import { CascadeChannel } from '../cascade.ts';
+import type { SandboxContext } from '../context.ts';
+import { providerError, readJson } from '../http.ts';
+import { LifecycleTimings } from '../messages.ts';
+import { Script } from '../scripts.ts';
+import { statusRecord } from './messaging.ts';
+
+const Scripts = z.union([
+  Script,
+  z.array(Script).min(1),
+  z.strictObject({ scripts: z.array(Script).min(1) }),
+]);
+const OptionsPatch = CallbackOptions.partial().strict().extend({
+  timings: LifecycleTimings.partial().strict().optional(),
+});
+const InboundRequest = z.strictObject({
+  from: Recipient,
+  text: z.string().min(1, 'text is required'),
+  /** The business account the user wrote to; default "Sandbox". */
+  to: z.string().min(1).optional(),
+});
+const Reachable = z.strictObject({
+  recipient: z.string().min(1),
+  channels: z.array(CascadeChannel),
+});
+const Advance = z.strictObject({ ms: z.number().int().nonnegative() });
+const FaultRequest = z.strictObject({
+  path: z.string().min(1),
+  status: z.union([z.literal(500), z.literal(502), z.literal(503), z.literal(504)]).default(500),
+  count: z.number().int().positive().default(1),
+});
+
+async function parse<T>(
+  c: Context,
+  schema: z.ZodType<T>,
+): Promise<{ ok: true; value: T } | { ok: false; response: Response }> {
+  const read = await readJson(c);
+  if (!read.ok) return read;
+  const parsed = schema.safeParse(read.body);
+  if (parsed.success) return { ok: true, value: parsed.data };
+  const details = issuesToDetails(parsed.error.issues);
+  const first = details[0];
+  return {
+    ok: false,
+    response: providerError(
+      c,
+      400,
+      'BAD_REQUEST',
+      first ? `${first.path === '' ? 'body' : first.path}: ${first.message}` : 'invalid request',
+      details,
+    ),
+  };
+}
+
+export function controlRoutes(ctx: SandboxContext): Hono {
+  const app = new Hono();
+
+  app.get('/', (c) =>
+    c.json({
+      credentials: {
+        login: ctx.credentials.login,
+        password: ctx.credentials.password,
+        apiKey: ctx.credentials.apiKey,
+      },
+      callbackUrl: ctx.callbackUrl ?? null,
+      viberCallbackUrl: ctx.viberCallbackUrl ?? null,
+      clock: { now: new Date(ctx.clock.now()).toISOString(), manual: ctx.clock.manual },
+      options: ctx.options.get(),
+      timings: ctx.timings.get(),
+      counts: {
+        messages: ctx.messages.list().length,
+        calls: ctx.messages.calls().length,
+        callbacks: ctx.sender.list().length,
+        cascade: ctx.cascade.list().length,
+        botUsers: ctx.bots.users().length,
+        operators: ctx.chat.operators().length,
+        inbound: ctx.inbound.list().length,
+        scripts: ctx.scripts.list().length,
+      },
+    }),
+  );
+
+  app.post('/reset', (c) => {
+    ctx.reset();
+    return c.json({ reset: true });
+  });
+
+  app.get('/options', (c) => c.json({ ...ctx.options.get(), timings: ctx.timings.get() }));
+  app.post('/options', async (c) => {
+    const body = await parse(c, OptionsPatch);
+    if (!body.ok) return body.response;
+    const { timings, ...options } = body.value;
+    const next = ctx.options.set(options);
+    const nextTimings = timings === undefined ? ctx.timings.get() : ctx.timings.set(timings);
+    return c.json({ ...next, timings: nextTimings });
+  });
+
+  app.get('/scripts', (c) => c.json(ctx.scripts.list()));
+  app.post('/scripts', async (c) => {
+    const body = await parse(c, Scripts);
+    if (!body.ok) return body.response;
+    const list = Array.isArray(body.value)
+      ? body.value
+      : 'scripts' in body.value
+        ? body.value.scripts
+        : [body.value];
+    for (const script of list) ctx.scripts.add(script);
+    return c.json({ queued: list.length, scripts: ctx.scripts.list() }, 201);
+  });
+  app.delete('/scripts', (c) => {
+    ctx.scripts.clear(c.req.query('to'));
+    return c.json({ scripts: ctx.scripts.list() });
+  });
+
+  app.get('/messages', (c) => {
+    const q = c.req.query();
+    const list = ctx.messages.list({
+      ...(q.to !== undefined && { to: q.to }),
+      ...(q.customerMessageId !== undefined && { customerMessageId: q.customerMessageId }),
+      ...(q.type !== undefined && { type: q.type }),
+      ...(q.status !== undefined && { status: q.status }),
+    });
+    return c.json(list.map((m) => statusRecord(m, ctx.messages.get)));
+  });
+  app.get('/messages/:id', (c) => {
+    const m = ctx.messages.get(c.req.param('id'));
+    if (m === undefined) return providerError(c, 404, 'NOT_FOUND', 'no such message');
+    return c.json(statusRecord(m, ctx.messages.get));
+  });
+
+  app.get('/calls', (c) => {
+    const to = c.req.query('to');
+    return c.json(ctx.messages.calls().filter((call) => to === undefined || call.to === to));
+  });
+
+  app.get('/callbacks', (c) => {
+    const kind = CallbackKind.safeParse(c.req.query('kind'));
+    const messageId = c.req.query('messageId');
+    return c.json(
+      ctx.sender
+        .list()
+        .filter(
+          (r) =>
+            (!kind.success || r.kind === kind.data) &&
+            (messageId === undefined || r.messageId === messageId),
+        ),
+    );
+  });
+
+  app.post('/viber/inbound', async (c) => {
+    const body = await parse(c, InboundRequest);
+    if (!body.ok) return body.response;
+    const url = ctx.viberCallbackUrl;
+    if (url === undefined) {
+      return providerError(c, 409, 'NO_CALLBACK_URL', 'no Viber callback URL is configured');
+    }
+    const message = {
+      messageId: randomUUID(),
+      from: body.value.from,
+      to: body.value.to ?? 'Sandbox',
+      text: body.value.text,
+      timestamp: new Date(ctx.clock.now()).toISOString(),
+    };
+    const before = ctx.sender.list().length;
+    await ctx.sender.send({
+      kind: 'viber',
+      url,
+      body: { type: 'viber', channel: 'viber', ...message },
+      headers: ctx.callbackHeaders,
+    });
+    const callback = ctx.sender.list()[before];
+    const record = { ...message, ...(callback !== undefined && { callbackId: callback.id }) };
+    ctx.inbound.add(record);
+    return c.json({ ...record, callback: callback ?? null }, 202);
+  });
+  app.get('/viber/inbound', (c) => c.json(ctx.inbound.list()));
+
+  app.get('/cascade', (c) => c.json(ctx.cascade.list()));
+  app.get('/cascade/reachable', (c) => {
+    const recipient = c.req.query('recipient');
+    if (recipient === undefined) {
+      return providerError(c, 400, 'BAD_REQUEST', 'query recipient is required');
+    }
+    return c.json({ recipient, channels: ctx.cascade.reachable(recipient) });
+  });
+  app.post('/cascade/reachable', async (c) => {
+    const body = await parse(c, Reachable);
+    if (!body.ok) return body.response;
+    ctx.cascade.setReachable(body.value.recipient, body.value.channels);
+    return c.json({
+      recipient: body.value.recipient,
+      channels: ctx.cascade.reachable(body.value.recipient),
+    });
+  });
+
+  app.get('/faults', (c) => c.json(ctx.faults.list()));
+  app.post('/faults', async (c) => {
+    const body = await parse(c, FaultRequest);
+    if (!body.ok) return body.response;
+    ctx.faults.add(body.value);
+    return c.json(ctx.faults.list(), 201);
+  });
+  app.delete('/faults', (c) => {
+    ctx.faults.clear();
+    return c.json([]);
+  });
+
+  app.get('/bots', (c) => c.json(ctx.bots.users()));
+  app.get('/chat/operators', (c) => c.json(ctx.chat.operators()));
+
+  app.get('/clock', (c) =>
+    c.json({ now: new Date(ctx.clock.now()).toISOString(), manual: ctx.clock.manual }),
+  );
+  app.post('/clock/advance', async (c) => {
+    const clock = ctx.manualClock;
+    if (clock === undefined) {
+      return providerError(
+        c,
+        409,
+        'REAL_CLOCK',
+        'this sandbox runs on the real clock; create it with a manual clock to advance time',
+      );
+    }
+    const body = await parse(c, Advance);
+    if (!body.ok) return body.response;
+    await clock.advance(body.value.ms);
+    return c.json({ now: new Date(clock.now()).toISOString(), manual: true });
+  });
+
+  return app;
+}

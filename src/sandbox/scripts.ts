@@ -1,0 +1,65 @@
+/**
+ * Scripts say what the next message or call to a number does: its outcome and, for a speech
+ * call, the keys the callee presses. Scripts for one number queue up and each is used once,
+ * by the next message to that number (fallbacks included) at the moment it is sent.
+ *
+ * @example
+ * const book = createScriptBook();
+ * book.add(Script.parse({ to: '+380501234567', keys: ['1'], outcome: 'delivered' }));
+ * book.take('+380501234567'); // that script; the next take finds none
+ */
+import { z } from 'zod';
+import { ScriptKey } from './speechcall.ts';
+
+/** What happens to a message: delivered, read (Viber), failed, or expired. */
+export const Outcome = z.enum(['delivered', 'read', 'failed', 'expired']);
+export type Outcome = z.infer<typeof Outcome>;
+
+/** Writes a number the way scripts are matched: digits with a leading +. */
+export function normalizeNumber(value: string): string {
+  const compact = value.replace(/[\s().-]/g, '');
+  return /^\d+$/.test(compact) ? `+${compact}` : compact;
+}
+
+export const Script = z.strictObject({
+  to: z.string().min(1).transform(normalizeNumber),
+  /** Speech calls: the callee's inputs, menu by menu; when they run out, silence (timeout). */
+  keys: z.array(ScriptKey).max(1000).optional(),
+  /** Default: delivered (and read, for Viber). */
+  outcome: Outcome.optional(),
+  /** Shown in the failed or expired callback; a default text otherwise. */
+  reason: z.string().max(500).optional(),
+});
+export type Script = z.infer<typeof Script>;
+export type ScriptInput = z.input<typeof Script>;
+
+export interface ScriptBook {
+  add(script: Script): void;
+  /** Removes and returns the first script queued for `to`. */
+  take(to: string): Script | undefined;
+  list(): Script[];
+  clear(to?: string): void;
+}
+
+export function createScriptBook(): ScriptBook {
+  const byNumber = new Map<string, Script[]>();
+  return {
+    add(script) {
+      const queue = byNumber.get(script.to) ?? [];
+      queue.push(script);
+      byNumber.set(script.to, queue);
+    },
+    take(to) {
+      const key = normalizeNumber(to);
+      const queue = byNumber.get(key);
+      const script = queue?.shift();
+      if (queue?.length === 0) byNumber.delete(key);
+      return script;
+    },
+    list: () => [...byNumber.values()].flat(),
+    clear(to) {
+      if (to === undefined) byNumber.clear();
+      else byNumber.delete(normalizeNumber(to));
+    },
+  };
+}
