@@ -17,9 +17,14 @@ import { docsRoutes } from './http/docs.ts';
 import type { AppEnv } from './http/env.ts';
 import { errorResponse, notFound, onError, validationHook } from './http/errors.ts';
 import { createMetrics, type Metrics, metricsMiddleware } from './http/metrics.ts';
+import { hookRoutes } from './http/routes/hooks.ts';
+import { inboundRoutes } from './http/routes/inbound.ts';
 import { messageRoutes } from './http/routes/messages.ts';
 import { systemRoutes } from './http/routes/system.ts';
 import type { Logger } from './logger.ts';
+import { statusMapWith } from './messages/delivery-parse.ts';
+import { outboxDepth } from './messages/dispatcher.ts';
+import type { IngestDeps } from './messages/ingest.ts';
 
 export interface AppDeps {
   config: Config;
@@ -29,6 +34,8 @@ export interface AppDeps {
   metrics?: Metrics;
   /** the built-in provider sandbox, mounted at /sandbox when no PROVIDER_BASE_URL is set */
   sandbox?: Hono;
+  /** told when messages were queued, so this instance's dispatcher sends them at once */
+  onQueued?: () => void;
 }
 
 export const VERSION = '0.1.0';
@@ -76,7 +83,13 @@ function requestLogger(logger: Logger): MiddlewareHandler<AppEnv> {
 
 export function createApp(deps: AppDeps) {
   const clock = deps.clock ?? systemClock;
-  const metrics = deps.metrics ?? createMetrics();
+  const db = deps.database.db;
+  const metrics = deps.metrics ?? createMetrics(() => outboxDepth(db));
+  const ingest: IngestDeps = {
+    db,
+    clock,
+    statusMap: statusMapWith(deps.config.deliveryStatusMap),
+  };
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
 
   app.use('*', requestId());
@@ -87,7 +100,17 @@ export function createApp(deps: AppDeps) {
   app.notFound(notFound);
 
   app.route('/', systemRoutes({ database: deps.database, metrics }));
-  app.route('/', messageRoutes({ db: deps.database.db, clock }));
+  app.route(
+    '/',
+    messageRoutes({
+      db,
+      clock,
+      maxSmsParts: deps.config.maxSmsParts,
+      ...(deps.onQueued && { onQueued: deps.onQueued }),
+    }),
+  );
+  app.route('/', inboundRoutes({ db }));
+  app.route('/', hookRoutes({ config: deps.config, ingest, metrics }));
   if (deps.sandbox) app.route('/sandbox', deps.sandbox);
 
   app.doc31('/openapi.json', {
@@ -101,10 +124,12 @@ export function createApp(deps: AppDeps) {
     tags: [
       { name: 'system', description: 'liveness, readiness, metrics' },
       { name: 'messages', description: 'outbound messages and their timelines' },
+      { name: 'inbound', description: 'incoming Viber messages' },
+      { name: 'hooks', description: 'callbacks from the provider' },
     ],
   });
   app.route('/', docsRoutes());
-  return { app, metrics };
+  return { app, metrics, ingest };
 }
 
 export type App = ReturnType<typeof createApp>['app'];

@@ -60,7 +60,48 @@ const EnvSchema = z.object({
   LOG_PII: bool,
   FLOWS_DIR: optionalString,
   SHUTDOWN_TIMEOUT_MS: positiveInt(10_000),
+  DELIVERY_STATUS_MAP: optionalString.transform((v, ctx) => {
+    if (v === undefined) return {};
+    const out: Record<string, string> = {};
+    const pairs = v.startsWith('{')
+      ? Object.entries(safeJson(v) ?? { '': '' })
+      : v.split(',').map((p) => p.split('='));
+    for (const [word, status] of pairs) {
+      if (
+        typeof word !== 'string' ||
+        typeof status !== 'string' ||
+        !word.trim() ||
+        !status.trim()
+      ) {
+        ctx.addIssue({
+          code: 'custom',
+          message: 'must be "word=status,word=status" or a JSON object of word -> status',
+        });
+        return z.NEVER;
+      }
+      out[word.trim()] = status.trim();
+    }
+    return out;
+  }),
+  MAX_SMS_PARTS: positiveInt(10).refine((n) => n >= 1, 'must be at least 1'),
+  DISPATCH_BATCH_SIZE: positiveInt(5000).refine(
+    (n) => n >= 1 && n <= 5000,
+    'must be between 1 and 5000 (the provider takes at most 5000 messages per request)',
+  ),
+  POLL_AFTER_SECONDS: positiveInt(900),
+  POLL_EVERY_SECONDS: positiveInt(300),
 });
+
+function safeJson(v: string): Record<string, unknown> | undefined {
+  try {
+    const parsed: unknown = JSON.parse(v);
+    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
+      ? (parsed as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 export interface Config {
   port: number;
@@ -79,6 +120,13 @@ export interface Config {
   logPii: boolean;
   flowsDir: string;
   shutdownTimeoutMs: number;
+  /** vendor status words added to (or overriding) the built-in table */
+  deliveryStatusMap: Record<string, string>;
+  maxSmsParts: number;
+  dispatchBatchSize: number;
+  /** poll the provider about messages with no final status after this long */
+  pollAfterMs: number;
+  pollEveryMs: number;
 }
 
 /** A configuration problem, naming the variable and the rule it broke. */
@@ -126,5 +174,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logPii: e.LOG_PII,
     flowsDir: e.FLOWS_DIR ?? './flows',
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    deliveryStatusMap: e.DELIVERY_STATUS_MAP,
+    maxSmsParts: e.MAX_SMS_PARTS,
+    dispatchBatchSize: e.DISPATCH_BATCH_SIZE,
+    pollAfterMs: e.POLL_AFTER_SECONDS * 1000,
+    pollEveryMs: e.POLL_EVERY_SECONDS * 1000,
   };
 }

@@ -1,25 +1,57 @@
 /**
- * Runs Switchboard: config -> database -> migrations -> app -> HTTP server, and the clean
- * shutdown that undoes it. `main.ts` and `switchboard serve` both call `startServer`.
+ * Runs Switchboard: database -> migrations -> HTTP server -> app (with the sandbox when no
+ * provider is configured) -> workers, and the clean shutdown that undoes it in reverse.
+ * `npm start` and `switchboard serve` both come here.
  */
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { createApp } from './app.ts';
+import { systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import { type Database, openDatabase } from './db/client.ts';
 import { migrateDatabase } from './db/migrate.ts';
+import { createMetrics } from './http/metrics.ts';
 import type { Logger } from './logger.ts';
+import { outboxDepth } from './messages/dispatcher.ts';
+import { createProviderClient, type ProviderAuth } from './provider/client.ts';
+import { type CreateSandboxOptions, createSandbox, type Sandbox } from './sandbox/app.ts';
+import { startWorkers } from './workers.ts';
 
 export interface RunningServer {
   url: string;
   port: number;
+  publicUrl: string;
+  providerBaseUrl: string;
   database: Database;
-  /** stops taking requests, lets those in flight finish, closes the database */
+  sandbox: Sandbox | undefined;
+  /** stops taking requests, lets those in flight finish, stops the workers, closes the database */
   stop(): Promise<void>;
 }
 
-export async function startServer(config: Config, logger: Logger): Promise<RunningServer> {
-  const database = await openDatabase({ url: config.databaseUrl, dataDir: config.dataDir });
+/** The sandbox's own credentials (DESIGN.md), used when no provider is configured. */
+const SANDBOX_AUTH: ProviderAuth = { apiKey: 'sandbox-key' };
+
+function providerAuth(config: Config): ProviderAuth {
+  const { login, password, apiKey } = config.provider;
+  if (login && password) return { login, password };
+  if (apiKey) return { apiKey };
+  return SANDBOX_AUTH;
+}
+
+export interface StartOptions {
+  /** an open database to use (tests); it stays open when the server stops */
+  database?: Database;
+  /** extra sandbox settings (tests: faster timings, a manual clock, callback misbehaviour) */
+  sandbox?: Omit<CreateSandboxOptions, 'callbackUrl' | 'callbackToken' | 'logger'>;
+}
+
+export async function startServer(
+  config: Config,
+  logger: Logger,
+  opts: StartOptions = {},
+): Promise<RunningServer> {
+  const database =
+    opts.database ?? (await openDatabase({ url: config.databaseUrl, dataDir: config.dataDir }));
   logger.info(
     { engine: database.kind, ...(database.kind === 'pglite' && { dataDir: config.dataDir }) },
     'database open',
@@ -34,14 +66,62 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     logger.warn('CALLBACK_TOKEN is not set: /hooks/delivery and /hooks/viber are open');
   }
 
-  const { app } = createApp({ config, database, logger });
+  // Listen first: with PORT=0 the port, and so the URLs the sandbox and the provider call
+  // back, are known only then. Requests before the app is built get a 503.
+  let handler: ((req: Request) => Response | Promise<Response>) | undefined;
   const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () =>
-      resolve(s),
+    const s = serve(
+      {
+        fetch: (req) => handler?.(req) ?? new Response('starting', { status: 503 }),
+        port: config.port,
+        hostname: config.host,
+      },
+      () => resolve(s),
     );
     s.once('error', reject);
   });
   const port = (server.address() as AddressInfo).port;
+  const publicUrl = config.publicUrl.replace(/:0$/, `:${port}`);
+
+  const sandbox = config.providerBaseUrl
+    ? undefined
+    : createSandbox({
+        ...opts.sandbox,
+        callbackUrl: `${publicUrl}/hooks/delivery`,
+        ...(config.callbackToken && { callbackToken: config.callbackToken }),
+        logger: logger.child({ component: 'sandbox' }),
+      });
+  const providerBaseUrl = config.providerBaseUrl ?? `${publicUrl}/sandbox`;
+  const metrics = createMetrics(() => outboxDepth(database.db));
+  const provider = createProviderClient({
+    baseUrl: providerBaseUrl,
+    auth: providerAuth(config),
+    onEvent: (e) => {
+      if (e.type === 'response' && e.status === 429) metrics.provider429.inc();
+    },
+  });
+
+  let workers: ReturnType<typeof startWorkers> | undefined;
+  const { app, ingest } = createApp({
+    config: { ...config, publicUrl },
+    database,
+    logger,
+    metrics,
+    ...(sandbox && { sandbox: sandbox.app }),
+    onQueued: () => workers?.wake(),
+  });
+  handler = (req) => app.fetch(req);
+  workers = startWorkers({
+    database,
+    provider,
+    clock: systemClock,
+    logger,
+    metrics,
+    ingest,
+    dispatch: { batchSize: config.dispatchBatchSize },
+    poll: { afterMs: config.pollAfterMs, everyMs: config.pollEveryMs },
+  });
+  logger.info({ provider: providerBaseUrl, sandbox: sandbox !== undefined }, 'provider');
 
   let stopping: Promise<void> | undefined;
   const stop = () => {
@@ -49,18 +129,29 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       // idle keep-alive sockets would hold close() open; busy ones finish their request first
       if ('closeIdleConnections' in server) server.closeIdleConnections();
-      const deadline = setTimeout(() => {
-        logger.warn('in-flight requests did not finish in time; closing their connections');
-        if ('closeAllConnections' in server) server.closeAllConnections();
-      }, config.shutdownTimeoutMs - 2000);
-      await closed;
+      const deadline = setTimeout(
+        () => {
+          logger.warn('in-flight requests did not finish in time; closing their connections');
+          if ('closeAllConnections' in server) server.closeAllConnections();
+        },
+        Math.max(1000, config.shutdownTimeoutMs - 3000),
+      );
+      await Promise.all([closed, workers?.stop(), sandbox?.close()]);
       clearTimeout(deadline);
-      await database.close();
+      if (!opts.database) await database.close();
       logger.info('stopped');
     })();
     return stopping;
   };
-  return { url: `http://localhost:${port}`, port, database, stop };
+  return {
+    url: `http://localhost:${port}`,
+    port,
+    publicUrl,
+    providerBaseUrl,
+    database,
+    sandbox,
+    stop,
+  };
 }
 
 /** What a new user can try against a freshly started server. */
@@ -68,13 +159,13 @@ export function nextSteps(config: Config, port: number): string {
   const base = `http://localhost:${port}`;
   return [
     '',
-    `Switchboard is listening on ${base}  (database: ${config.databaseUrl ? 'Postgres' : `embedded, in ${config.dataDir}`})`,
+    `Switchboard is listening on ${base}  (database: ${config.databaseUrl ? 'Postgres' : `embedded, in ${config.dataDir}`}; provider: ${config.providerBaseUrl ?? `the built-in sandbox at ${base}/sandbox`})`,
     '',
     'Try:',
     `  curl -s ${base}/healthz`,
     `  curl -s -X POST ${base}/v1/messages -H 'content-type: application/json' \\`,
     `    -d '{"messages":[{"from":"Acme","to":"+380501234567","type":"sms","text":"Hello from Switchboard","customerMessageId":"hello-1"}]}'`,
-    `  curl -s ${base}/v1/messages/hello-1`,
+    `  curl -s ${base}/v1/messages/hello-1      # queued -> accepted -> sent -> delivered, within seconds`,
     `  curl -s '${base}/v1/messages?limit=10'`,
     '',
     `API reference: ${base}/docs   OpenAPI: ${base}/openapi.json   Metrics: ${base}/metrics`,

@@ -34,9 +34,20 @@ export interface Database {
    * connection, so that two processes never run `fn` at the same time (migrations).
    */
   withExclusiveLock<T>(key: number, fn: (db: Db) => Promise<T>): Promise<T>;
+  /**
+   * A lock that at most one process holds at a time (the dispatcher leader). It lives as long
+   * as a dedicated connection: a leader that dies loses it, and another takes it over.
+   */
+  createLeaderLock(key: number): LeaderLock;
   close(): Promise<void>;
   /** the underlying PGlite instance, when embedded (tests dump and load its data dir) */
   readonly pglite?: PGlite;
+}
+
+export interface LeaderLock {
+  /** true when this process holds the lock now (taking it if it is free) */
+  tryAcquire(): Promise<boolean>;
+  release(): Promise<void>;
 }
 
 export interface OpenOptions {
@@ -79,6 +90,7 @@ async function openPglite(client: PGlite): Promise<Database> {
     },
     // PGlite is one connection in one process: there is nobody else to exclude.
     withExclusiveLock: (_key, fn) => fn(db),
+    createLeaderLock: () => ({ tryAcquire: async () => !client.closed, release: async () => {} }),
     async close() {
       if (!client.closed) await client.close();
     },
@@ -111,6 +123,33 @@ async function openPostgres(url: string, max: number): Promise<Database> {
         // ending the session releases the lock, whatever state fn left it in
         await single.end({ timeout: 5 });
       }
+    },
+    createLeaderLock(key) {
+      let session: postgres.Sql | undefined;
+      const drop = async () => {
+        const s = session;
+        session = undefined;
+        await s?.end({ timeout: 1 }).catch(() => {});
+      };
+      return {
+        async tryAcquire() {
+          session ??= postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 5 });
+          try {
+            // postgres.js reconnects silently after a lost connection, and the new session
+            // does not hold the lock: so ask pg_locks, and take the lock when it is not ours
+            const [row] = await session<{ held: boolean }[]>`
+              select case when exists(
+                select 1 from pg_locks where locktype = 'advisory' and granted
+                  and pid = pg_backend_pid() and objid = ${key}
+              ) then true else pg_try_advisory_lock(${key}) end as held`;
+            return row?.held === true;
+          } catch {
+            await drop();
+            return false;
+          }
+        },
+        release: drop,
+      };
     },
     async close() {
       await client.end({ timeout: 5 });

@@ -3,18 +3,56 @@
  * process do not share counters). Domain parts register their own metrics on `registry`.
  */
 import type { MiddlewareHandler } from 'hono';
-import { Counter, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { AppEnv } from './env.ts';
 
 export interface Metrics {
   registry: Registry;
   httpRequests: Counter<'method' | 'route' | 'status'>;
   httpDuration: Histogram<'method' | 'route'>;
+  /** kind: delivery, viber, speechcall; outcome: stored, duplicate, unauthorized, invalid */
+  callbacks: Counter<'kind' | 'outcome'>;
+  /** result: accepted, rejected */
+  dispatched: Counter<'result'>;
+  provider429: Counter;
+  /** outbox rows waiting, read from the database at scrape time */
+  outboxDepth: Gauge;
 }
 
-export function createMetrics(): Metrics {
+/** `readOutboxDepth` is asked at each scrape (a gauge of the database, not of this process). */
+export function createMetrics(readOutboxDepth?: () => Promise<number>): Metrics {
   const registry = new Registry();
   return {
+    callbacks: new Counter({
+      name: 'switchboard_callbacks_total',
+      help: 'Callbacks received, by kind and outcome',
+      labelNames: ['kind', 'outcome'],
+      registers: [registry],
+    }),
+    dispatched: new Counter({
+      name: 'switchboard_messages_dispatched_total',
+      help: 'Messages sent to the provider, by its answer',
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+    provider429: new Counter({
+      name: 'switchboard_provider_rate_limited_total',
+      help: '429 answers received from the provider',
+      registers: [registry],
+    }),
+    outboxDepth: new Gauge({
+      name: 'switchboard_outbox_depth',
+      help: 'Messages waiting in the outbox',
+      registers: [registry],
+      async collect() {
+        if (!readOutboxDepth) return;
+        try {
+          this.set(await readOutboxDepth());
+        } catch {
+          // the database is down: /readyz says so; the scrape still answers
+        }
+      },
+    }),
     registry,
     httpRequests: new Counter({
       name: 'http_requests_total',

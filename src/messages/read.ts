@@ -5,7 +5,7 @@
  * const view = await getMessage(db, 'order-42-sms'); // by id, customerMessageId or messageId
  */
 import { and, asc, desc, eq, gte, lt, lte, or, type SQL } from 'drizzle-orm';
-import type { Queryable } from '../db/client.ts';
+import type { Db, Queryable } from '../db/client.ts';
 import { type MessageRow, messageEvents, messages } from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
@@ -62,12 +62,25 @@ export async function timelineOf(db: Queryable, messageId: string): Promise<Time
   }));
 }
 
-/** One message with its timeline; `AppError('NOT_FOUND')` when no ref matches. */
-export async function getMessage(db: Queryable, ref: string): Promise<MessageView> {
-  const row = await findMessage(db, ref);
-  if (!row)
-    throw new AppError('NOT_FOUND', `no message with id, customerMessageId or messageId "${ref}"`);
-  return { ...toSummary(row), timeline: await timelineOf(db, row.id) };
+/**
+ * One message with its timeline; `AppError('NOT_FOUND')` when no ref matches. Both reads
+ * share one snapshot, so the status always agrees with the timeline shown beside it (a
+ * callback committing between two separate reads would show new events beside an old status).
+ */
+export async function getMessage(db: Db, ref: string): Promise<MessageView> {
+  return db.transaction(
+    async (tx) => {
+      const row = await findMessage(tx, ref);
+      if (!row) {
+        throw new AppError(
+          'NOT_FOUND',
+          `no message with id, customerMessageId or messageId "${ref}"`,
+        );
+      }
+      return { ...toSummary(row), timeline: await timelineOf(tx, row.id) };
+    },
+    { isolationLevel: 'repeatable read', accessMode: 'read only' },
+  );
 }
 
 export interface MessageFilter {

@@ -8,7 +8,7 @@
  */
 import type { Clock } from '../clock.ts';
 import type { Db, Tx } from '../db/client.ts';
-import { messageEvents, messages, type NewMessageRow } from '../db/schema/index.ts';
+import { messageEvents, messages, type NewMessageRow, outbox } from '../db/schema/index.ts';
 import { AppError, type ErrorCode, type ErrorDetail, formatPath } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 import { validateMessage } from '../provider/message.ts';
@@ -143,7 +143,13 @@ export async function storeMessages(tx: Tx, prepared: PreparedMessage[], now: Da
         receivedAt: now,
         ...(p.row.parts !== null && { detail: { parts: p.row.parts } }),
       }));
-    if (events.length > 0) await tx.insert(messageEvents).values(events);
+    if (events.length > 0) {
+      await tx.insert(messageEvents).values(events);
+      // the outbox row commits with its message: nothing accepted is ever left unsent
+      await tx
+        .insert(outbox)
+        .values(events.map((e) => ({ messageId: e.messageId, availableAt: now })));
+    }
   }
   return inserted;
 }

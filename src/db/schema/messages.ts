@@ -1,4 +1,4 @@
-import { bigint, index, integer, jsonb, pgTable, text, uuid } from 'drizzle-orm/pg-core';
+import { bigint, index, integer, jsonb, pgTable, text, timestamp, uuid } from 'drizzle-orm/pg-core';
 import { timestamps } from './columns.ts';
 
 /**
@@ -27,6 +27,8 @@ export const messages = pgTable(
     /** the channel (message type) that finally delivered, when fallbacks were involved */
     deliveredVia: text('delivered_via'),
     error: jsonb('error'),
+    /** when the status poller last asked the provider about it */
+    lastPolledAt: timestamp('last_polled_at', { withTimezone: true, mode: 'date' }),
     ...timestamps,
   },
   (t) => [

@@ -107,7 +107,12 @@ const list = createRoute({
   },
 });
 
-export function messageRoutes(deps: { db: Db; clock: Clock; maxSmsParts?: number }) {
+export function messageRoutes(deps: {
+  db: Db;
+  clock: Clock;
+  maxSmsParts?: number;
+  onQueued?: () => void;
+}) {
   const app = newRouter();
   app.openapi(submit, async (c) => {
     const { messages } = c.req.valid('json');
@@ -116,6 +121,7 @@ export function messageRoutes(deps: { db: Db; clock: Clock; maxSmsParts?: number
       messages,
       deps.maxSmsParts === undefined ? {} : { maxSmsParts: deps.maxSmsParts },
     );
+    deps.onQueued?.();
     return c.json({ messages: results }, 202);
   });
   app.openapi(getOne, async (c) =>

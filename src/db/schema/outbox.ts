@@ -1,0 +1,28 @@
+import { bigserial, index, integer, pgTable, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { messages } from './messages.ts';
+
+/**
+ * Messages waiting to be sent. A row is written in the same transaction as its message, and
+ * deleted in the same transaction that records the provider's answer, so a crash anywhere in
+ * between leaves the row in place and the message is sent again with the same
+ * customerMessageId (which the provider deduplicates).
+ */
+export const outbox = pgTable(
+  'outbox',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    messageId: uuid('message_id')
+      .notNull()
+      .unique()
+      .references(() => messages.id, { onDelete: 'cascade' }),
+    /** not before this time: scheduled sends and retry backoff */
+    availableAt: timestamp('available_at', { withTimezone: true, mode: 'date' })
+      .notNull()
+      .defaultNow(),
+    attempts: integer('attempts').notNull().default(0),
+    lastError: text('last_error'),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+  },
+  // the dispatcher's claim query walks this index in order
+  (t) => [index('outbox_available_idx').on(t.availableAt, t.id)],
+);

@@ -1,0 +1,29 @@
+import { bigint, bigserial, index, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { inbox } from './inbox.ts';
+
+/**
+ * Delivery events whose message is not known yet (the callback outran the send, or the
+ * provider's answer carrying its messageId is not recorded yet). They are attached when a
+ * message with that customerMessageId or messageId appears.
+ */
+export const pendingEvents = pgTable(
+  'pending_events',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    inboxId: bigint('inbox_id', { mode: 'number' })
+      .notNull()
+      .references(() => inbox.id, { onDelete: 'cascade' }),
+    customerMessageId: text('customer_message_id'),
+    providerMessageId: text('provider_message_id'),
+    status: text('status').notNull(),
+    detail: jsonb('detail'),
+    at: timestamp('at', { withTimezone: true, mode: 'date' }).notNull(),
+    receivedAt: timestamp('received_at', { withTimezone: true, mode: 'date' })
+      .notNull()
+      .defaultNow(),
+  },
+  (t) => [
+    index('pending_events_cmid_idx').on(t.customerMessageId),
+    index('pending_events_pmid_idx').on(t.providerMessageId),
+  ],
+);

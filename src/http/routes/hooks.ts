@@ -1,0 +1,166 @@
+/**
+ * The provider's callbacks. Each handler reads the raw body, checks the shared token, and
+ * answers 200 only after the body is committed (rule 2); a database outage becomes a 503 in
+ * onError, so the provider retries. Bodies are read raw (not through a zod validator) because
+ * they are undocumented and must be kept even when they cannot be parsed.
+ */
+import { z } from '@hono/zod-openapi';
+import type { Context } from 'hono';
+import type { Config } from '../../config.ts';
+import type { IngestDeps, IngestResult, RawCallback } from '../../messages/ingest.ts';
+import { ingestDelivery, ingestViber } from '../../messages/ingest.ts';
+import { ErrorBody } from '../../messages/views.ts';
+import { presentedCallbackToken, tokenMatches } from '../auth.ts';
+import type { AppEnv } from '../env.ts';
+import { errorResponse } from '../errors.ts';
+import type { Metrics } from '../metrics.ts';
+import { newRouter } from '../router.ts';
+
+export const HookAnswer = z
+  .object({
+    received: z.literal(true),
+    duplicate: z
+      .boolean()
+      .meta({ description: 'the same body was received before; nothing changed' }),
+    events: z.number().int(),
+    matched: z.number().int(),
+    pending: z.number().int().meta({ description: 'events kept until their message appears' }),
+    problems: z
+      .array(z.string())
+      .meta({ description: 'what could not be read; the raw body is kept' }),
+  })
+  .meta({ id: 'HookAnswer' });
+
+const DELIVERY_EXAMPLE = {
+  customerMessageId: 'order-42-shipped',
+  messageId: 'f3b0c2d4-6f0e-4c8e-9a55-0d7e4b8f2a10',
+  status: 'delivered',
+  timestamp: '2026-11-21T10:15:00.000Z',
+  channel: 'sms',
+};
+
+export function hookRoutes(deps: { config: Config; ingest: IngestDeps; metrics: Metrics }) {
+  const app = newRouter();
+  const tokens = deps.config.callbackToken ? [deps.config.callbackToken] : [];
+
+  const handle =
+    (
+      kind: 'delivery' | 'viber',
+      ingest: (d: IngestDeps, raw: RawCallback) => Promise<IngestResult>,
+    ) =>
+    async (c: Context<AppEnv>) => {
+      if (tokens.length > 0 && !tokenMatches(presentedCallbackToken(c), tokens)) {
+        deps.metrics.callbacks.inc({ kind, outcome: 'unauthorized' });
+        return errorResponse(c, 'UNAUTHORIZED', 'missing or wrong callback token');
+      }
+      const raw = { contentType: c.req.header('content-type'), body: await c.req.text() };
+      const result = await ingest(deps.ingest, raw);
+      deps.metrics.callbacks.inc({
+        kind,
+        outcome: result.duplicate ? 'duplicate' : result.problems.length > 0 ? 'invalid' : 'stored',
+      });
+      return c.json(
+        {
+          received: true as const,
+          duplicate: result.duplicate,
+          events: result.events,
+          matched: result.matched,
+          pending: result.pending,
+          problems: result.problems,
+        },
+        200,
+      );
+    };
+
+  app.post('/hooks/delivery', handle('delivery', ingestDelivery));
+  app.post('/hooks/viber', handle('viber', ingestViber));
+
+  // documented whether or not this deployment sets CALLBACK_TOKEN: it says how to send one
+  const security: Record<string, string[]>[] = [
+    { callbackBearer: [] },
+    { callbackHeader: [] },
+    { callbackQuery: [] },
+    {},
+  ];
+  const common = {
+    responses: {
+      200: {
+        description: 'stored (committed before this answer)',
+        content: { 'application/json': { schema: HookAnswer } },
+      },
+      401: {
+        description: 'CALLBACK_TOKEN missing or wrong',
+        content: { 'application/json': { schema: ErrorBody } },
+      },
+      413: {
+        description: 'body too large',
+        content: { 'application/json': { schema: ErrorBody } },
+      },
+      503: {
+        description: 'the database is down: nothing was stored, retry',
+        content: { 'application/json': { schema: ErrorBody } },
+      },
+    },
+    security,
+  };
+  app.openAPIRegistry.registerPath({
+    method: 'post',
+    path: '/hooks/delivery',
+    tags: ['hooks'],
+    summary: 'Delivery callbacks from the provider, keyed by customerMessageId',
+    description:
+      'The payload is undocumented by the provider, so any JSON or form body is accepted: one event or an array (also under `events`, `messages`, `results`, `data`), the message found by customerMessageId / cmid / messageId / msg_id / mid, the status by status / state / dlr_status / stat / event, vendor words mapped onto canonical statuses (configurable with DELIVERY_STATUS_MAP), unknown ones kept verbatim. Every raw body is kept; an event for a message not yet known is attached when it appears.',
+    request: {
+      body: {
+        content: {
+          'application/json': { schema: z.unknown(), example: DELIVERY_EXAMPLE },
+          'application/x-www-form-urlencoded': {
+            schema: z.record(z.string(), z.string()),
+            example: { cmid: 'order-42-shipped', stat: 'DELIVRD' },
+          },
+        },
+      },
+    },
+    ...common,
+  });
+  app.openAPIRegistry.registerPath({
+    method: 'post',
+    path: '/hooks/viber',
+    tags: ['hooks'],
+    summary: 'Incoming Viber messages',
+    description: 'Stored raw and listed at GET /v1/inbound (from, to, text, messageId, timestamp).',
+    request: {
+      body: {
+        content: {
+          'application/json': {
+            schema: z.unknown(),
+            example: {
+              messageId: 'v-1',
+              from: '+380501234567',
+              to: 'Acme',
+              text: 'STOP',
+              timestamp: '2026-11-21T10:15:00.000Z',
+            },
+          },
+        },
+      },
+    },
+    ...common,
+  });
+  app.openAPIRegistry.registerComponent('securitySchemes', 'callbackBearer', {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'CALLBACK_TOKEN, when set',
+  });
+  app.openAPIRegistry.registerComponent('securitySchemes', 'callbackHeader', {
+    type: 'apiKey',
+    in: 'header',
+    name: 'X-Callback-Token',
+  });
+  app.openAPIRegistry.registerComponent('securitySchemes', 'callbackQuery', {
+    type: 'apiKey',
+    in: 'query',
+    name: 'token',
+  });
+  return app;
+}

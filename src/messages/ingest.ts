@@ -1,0 +1,341 @@
+/**
+ * Callbacks in: every body is committed (raw, in `inbox`) in the same transaction as what it
+ * changes, before the handler answers 2xx. An exact duplicate (same kind, same bytes)
+ * conflicts on the inbox's dedup key and changes nothing. Events for messages not known yet
+ * wait in `pending_events` and are attached when the message appears (`attachPending`).
+ */
+import { createHash } from 'node:crypto';
+import { and, desc, eq, gte, inArray, lt, or, type SQL, sql } from 'drizzle-orm';
+import type { Clock } from '../clock.ts';
+import { type Db, rowsOf, type Tx } from '../db/client.ts';
+import { inboundMessages, inbox, messages, pendingEvents } from '../db/schema/index.ts';
+import { uuidv7 } from '../ids.ts';
+import {
+  type DeliveryEvent,
+  parseDeliveryBody,
+  parseEventTime,
+  type StatusMap,
+} from './delivery-parse.ts';
+import { decodeCursor, encodeCursor } from './read.ts';
+import { type NewEvent, type RecordResult, recordEvents } from './timeline.ts';
+
+export interface RawCallback {
+  contentType: string | undefined;
+  body: string;
+}
+
+/** Something else that must happen in the same transaction when a message's status moves (calls). */
+export type OnRecorded = (tx: Tx, result: RecordResult, events: NewEvent[]) => Promise<void>;
+
+export interface IngestDeps {
+  db: Db;
+  clock: Clock;
+  statusMap: StatusMap;
+  onRecorded?: OnRecorded;
+}
+
+export interface IngestResult {
+  duplicate: boolean;
+  inboxId?: number;
+  events: number;
+  matched: number;
+  pending: number;
+  problems: string[];
+}
+
+function dedupKey(kind: string, body: string): string {
+  return createHash('sha256').update(kind).update('\n').update(body).digest('hex');
+}
+
+/** Stores the raw body; undefined when the very same body was stored before. */
+export async function storeRaw(
+  tx: Tx,
+  kind: 'delivery' | 'viber' | 'speechcall',
+  raw: RawCallback,
+  now: Date,
+): Promise<number | undefined> {
+  const [row] = await tx
+    .insert(inbox)
+    .values({
+      kind,
+      dedupKey: dedupKey(kind, raw.body),
+      contentType: raw.contentType ?? null,
+      body: raw.body,
+      receivedAt: now,
+    })
+    .onConflictDoNothing({ target: inbox.dedupKey })
+    .returning({ id: inbox.id });
+  return row?.id;
+}
+
+function toNewEvent(
+  e: DeliveryEvent,
+  inboxId: number,
+  now: Date,
+  source: NewEvent['source'],
+): NewEvent {
+  return {
+    status: e.status,
+    source,
+    at: e.at ?? now,
+    detail: {
+      inboxId,
+      ...(e.rawStatus !== e.status && { providerStatus: e.rawStatus }),
+      ...(e.providerMessageIds[0] && { messageId: e.providerMessageIds[0] }),
+      ...(e.error != null && { error: e.error }),
+    },
+    ...(e.channel !== undefined && { channel: e.channel }),
+    ...(e.fallbackIndex !== undefined && { fallbackIndex: e.fallbackIndex }),
+  };
+}
+
+/** Finds the messages the events are about: by customerMessageId, then by the provider's ids. */
+async function matchMessages(tx: Tx, events: DeliveryEvent[]): Promise<Map<DeliveryEvent, string>> {
+  const cmids = [
+    ...new Set(events.flatMap((e) => (e.customerMessageId ? [e.customerMessageId] : []))),
+  ];
+  const pmids = [...new Set(events.flatMap((e) => e.providerMessageIds))];
+  const conditions: SQL[] = [];
+  if (cmids.length > 0) conditions.push(inArray(messages.customerMessageId, cmids));
+  if (pmids.length > 0) conditions.push(inArray(messages.providerMessageId, pmids));
+  const rows =
+    conditions.length === 0
+      ? []
+      : await tx
+          .select({
+            id: messages.id,
+            cmid: messages.customerMessageId,
+            pmid: messages.providerMessageId,
+          })
+          .from(messages)
+          .where(or(...conditions));
+  const byCmid = new Map(rows.map((r) => [r.cmid, r.id]));
+  const byPmid = new Map(rows.flatMap((r) => (r.pmid ? [[r.pmid, r.id] as const] : [])));
+  const out = new Map<DeliveryEvent, string>();
+  for (const e of events) {
+    const id =
+      (e.customerMessageId && byCmid.get(e.customerMessageId)) ||
+      e.providerMessageIds.map((p) => byPmid.get(p)).find((v) => v !== undefined);
+    if (id) out.set(e, id);
+  }
+  return out;
+}
+
+/** Applies events grouped by message, in message-id order (no two transactions deadlock). */
+async function applyGrouped(
+  deps: IngestDeps,
+  tx: Tx,
+  groups: Map<string, NewEvent[]>,
+  now: Date,
+): Promise<void> {
+  for (const id of [...groups.keys()].sort()) {
+    const events = groups.get(id)!;
+    const result = await recordEvents(tx, id, events, now);
+    if (result && deps.onRecorded) await deps.onRecorded(tx, result, events);
+  }
+}
+
+/** POST /hooks/delivery: store, parse, match, record; all or nothing. */
+export async function ingestDelivery(deps: IngestDeps, raw: RawCallback): Promise<IngestResult> {
+  const now = deps.clock.now();
+  return deps.db.transaction(async (tx) => {
+    const inboxId = await storeRaw(tx, 'delivery', raw, now);
+    if (inboxId === undefined) {
+      return { duplicate: true, events: 0, matched: 0, pending: 0, problems: [] };
+    }
+    const parsed = parseDeliveryBody(raw.contentType, raw.body, deps.statusMap);
+    const matches = await matchMessages(tx, parsed.events);
+    const groups = new Map<string, NewEvent[]>();
+    const unmatched: DeliveryEvent[] = [];
+    for (const e of parsed.events) {
+      const id = matches.get(e);
+      if (!id) {
+        unmatched.push(e);
+        continue;
+      }
+      const list = groups.get(id) ?? [];
+      list.push(toNewEvent(e, inboxId, now, 'callback'));
+      groups.set(id, list);
+    }
+    await applyGrouped(deps, tx, groups, now);
+    if (unmatched.length > 0) {
+      await tx.insert(pendingEvents).values(
+        unmatched.map((e) => ({
+          inboxId,
+          customerMessageId: e.customerMessageId ?? null,
+          providerMessageId: e.providerMessageIds[0] ?? null,
+          status: e.status,
+          detail: e,
+          at: e.at ?? now,
+          receivedAt: now,
+        })),
+      );
+    }
+    const outcome = {
+      events: parsed.events.length,
+      matched: parsed.events.length - unmatched.length,
+      pending: unmatched.length,
+      problems: parsed.problems,
+    };
+    await tx.update(inbox).set({ outcome, pending: unmatched.length }).where(eq(inbox.id, inboxId));
+    return { duplicate: false, inboxId, ...outcome };
+  });
+}
+
+interface PendingRow {
+  id: number;
+  inbox_id: number;
+  message_id: string;
+  detail: DeliveryEvent & { at?: string };
+  at: string | Date;
+}
+
+/**
+ * Attaches waiting events to messages that have appeared since (by customerMessageId or
+ * the provider's messageId). Safe to run from several instances at once (SKIP LOCKED).
+ * Returns how many events were attached.
+ */
+export async function attachPending(deps: IngestDeps, limit = 500): Promise<number> {
+  const now = deps.clock.now();
+  return deps.db.transaction(async (tx) => {
+    const rows = rowsOf<PendingRow>(
+      await tx.execute(sql`
+        select p.id, p.inbox_id, p.detail, p.at, m.id as message_id
+        from pending_events p
+        join messages m on m.customer_message_id = p.customer_message_id
+                        or m.provider_message_id = p.provider_message_id
+        order by p.id
+        limit ${limit}
+        for update of p skip locked`),
+    );
+    if (rows.length === 0) return 0;
+    const groups = new Map<string, NewEvent[]>();
+    for (const r of rows) {
+      const event = toNewEvent({ ...r.detail, at: new Date(r.at) }, r.inbox_id, now, 'callback');
+      const list = groups.get(r.message_id) ?? [];
+      list.push(event);
+      groups.set(r.message_id, list);
+    }
+    await applyGrouped(deps, tx, groups, now);
+    const ids = rows.map((r) => r.id);
+    await tx.delete(pendingEvents).where(inArray(pendingEvents.id, ids));
+    const perInbox = new Map<number, number>();
+    for (const r of rows) perInbox.set(r.inbox_id, (perInbox.get(r.inbox_id) ?? 0) + 1);
+    for (const [id, n] of perInbox) {
+      await tx
+        .update(inbox)
+        .set({ pending: sql`greatest(${inbox.pending} - ${n}, 0)` })
+        .where(eq(inbox.id, id));
+    }
+    return rows.length;
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// Incoming Viber messages
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function field(o: Obj, ...paths: string[][]): unknown {
+  for (const path of paths) {
+    let v: unknown = o;
+    for (const k of path) v = isObj(v) ? v[k] : undefined;
+    if (v !== undefined && v !== null && v !== '') return v;
+  }
+  return undefined;
+}
+
+/** POST /hooks/viber: store the body; an incoming message becomes a row of /v1/inbound. */
+export async function ingestViber(deps: IngestDeps, raw: RawCallback): Promise<IngestResult> {
+  const now = deps.clock.now();
+  return deps.db.transaction(async (tx) => {
+    const inboxId = await storeRaw(tx, 'viber', raw, now);
+    if (inboxId === undefined)
+      return { duplicate: true, events: 0, matched: 0, pending: 0, problems: [] };
+    let value: unknown;
+    try {
+      value = /urlencoded/i.test(raw.contentType ?? '')
+        ? Object.fromEntries(new URLSearchParams(raw.body))
+        : JSON.parse(raw.body);
+    } catch {
+      value = undefined;
+    }
+    const problems: string[] = [];
+    const items = Array.isArray(value) ? value : [value];
+    const rows = [];
+    for (const [i, item] of items.entries()) {
+      if (!isObj(item)) {
+        problems.push(`message ${i}: not a JSON object or form`);
+        continue;
+      }
+      const from = field(
+        item,
+        ['from'],
+        ['sender', 'phone'],
+        ['sender', 'id'],
+        ['phone'],
+        ['sender'],
+      );
+      if (typeof from !== 'string' && typeof from !== 'number') {
+        problems.push(`message ${i}: no sender (looked for from, sender.phone, sender.id, phone)`);
+        continue;
+      }
+      const text = field(item, ['text'], ['message', 'text'], ['body'], ['message']);
+      const to = field(item, ['to'], ['receiver']);
+      const pmid = field(item, ['messageId'], ['message_token'], ['id']);
+      rows.push({
+        id: uuidv7(now.getTime()),
+        inboxId,
+        channel: 'viber',
+        from: String(from),
+        to: typeof to === 'string' ? to : null,
+        text: typeof text === 'string' ? text : null,
+        providerMessageId: pmid === undefined ? null : String(pmid),
+        data: item,
+        at: parseEventTime(field(item, ['timestamp'], ['time'], ['at'], ['date'])) ?? now,
+        receivedAt: now,
+      });
+    }
+    if (rows.length > 0) await tx.insert(inboundMessages).values(rows);
+    const outcome = { events: rows.length, matched: rows.length, pending: 0, problems };
+    await tx.update(inbox).set({ outcome }).where(eq(inbox.id, inboxId));
+    return { duplicate: false, inboxId, ...outcome };
+  });
+}
+
+export interface InboundFilter {
+  from?: string | undefined;
+  since?: Date | undefined;
+  limit?: number | undefined;
+  cursor?: string | undefined;
+}
+
+/** GET /v1/inbound: newest first, keyset pages by id (UUIDv7). */
+export async function listInbound(db: Db, filter: InboundFilter) {
+  const limit = filter.limit ?? 50;
+  const where: SQL[] = [];
+  if (filter.from) where.push(eq(inboundMessages.from, filter.from));
+  if (filter.since) where.push(gte(inboundMessages.at, filter.since));
+  if (filter.cursor) where.push(lt(inboundMessages.id, decodeCursor(filter.cursor)));
+  const rows = await db
+    .select()
+    .from(inboundMessages)
+    .where(and(...where))
+    .orderBy(desc(inboundMessages.id))
+    .limit(limit + 1);
+  const page = rows.slice(0, limit);
+  return {
+    items: page.map((r) => ({
+      id: r.id,
+      channel: r.channel,
+      from: r.from,
+      to: r.to,
+      text: r.text,
+      providerMessageId: r.providerMessageId,
+      at: r.at.toISOString(),
+      receivedAt: r.receivedAt.toISOString(),
+    })),
+    nextCursor: rows.length > limit && page.length > 0 ? encodeCursor(page.at(-1)!.id) : null,
+  };
+}

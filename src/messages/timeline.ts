@@ -1,0 +1,120 @@
+/**
+ * Writing to timelines: events are appended (never changed), and the message's current
+ * status moves only up a rank (status.ts). Both happen in the caller's transaction, under the
+ * message's row lock, so concurrent callbacks for one message serialize instead of racing.
+ */
+import { eq, type SQL, sql } from 'drizzle-orm';
+import type { Queryable, Tx } from '../db/client.ts';
+import { messageEvents, messages } from '../db/schema/index.ts';
+import { type MessageStatus, nextStatus } from './status.ts';
+
+export type EventSource = 'api' | 'dispatch' | 'provider' | 'callback' | 'poll' | 'call';
+
+export interface NewEvent {
+  /** canonical status, or the vendor's word kept verbatim */
+  status: string;
+  source: EventSource;
+  /** the event's own time */
+  at: Date;
+  detail?: Record<string, unknown>;
+  /** the channel (message type) this event is about, when fallbacks are in play */
+  channel?: string;
+  /**
+   * which fallback the event is about (0-based); undefined for the primary. A failure that
+   * leaves fallbacks to try does not end the message.
+   */
+  fallbackIndex?: number;
+}
+
+export interface RecordResult {
+  messageId: string;
+  before: MessageStatus;
+  after: MessageStatus;
+}
+
+function fallbacksOf(payload: unknown): number {
+  const f = (payload as { fallbacks?: unknown } | null)?.fallbacks;
+  return Array.isArray(f) ? f.length : 0;
+}
+
+const FAILURE = new Set(['failed', 'expired', 'rejected']);
+
+/**
+ * The status an event moves the message to. A failed or expired primary (or fallback) with
+ * fallbacks left to try is not the end: the message stays where it is until the last one
+ * settles.
+ */
+export function statusAfter(
+  current: MessageStatus,
+  event: Pick<NewEvent, 'status' | 'fallbackIndex' | 'source'>,
+  fallbackCount: number,
+): MessageStatus {
+  if (FAILURE.has(event.status) && event.source !== 'dispatch' && fallbackCount > 0) {
+    const index = event.fallbackIndex ?? -1;
+    if (index < fallbackCount - 1) return current;
+  }
+  return nextStatus(current, event.status);
+}
+
+/**
+ * Appends `events` to one message and moves its status. Locks the message row first.
+ * Returns undefined when the message does not exist.
+ */
+export async function recordEvents(
+  tx: Tx,
+  messageId: string,
+  events: NewEvent[],
+  now: Date,
+): Promise<RecordResult | undefined> {
+  const [row] = await tx
+    .select({ status: messages.status, payload: messages.payload })
+    .from(messages)
+    .where(eq(messages.id, messageId))
+    .for('update');
+  if (!row) return undefined;
+  const before = row.status as MessageStatus;
+  const fallbackCount = fallbacksOf(row.payload);
+  // apply in event-time order, so the result does not depend on arrival order
+  const sorted = [...events].sort((a, b) => a.at.getTime() - b.at.getTime());
+  let after = before;
+  let deliveredVia: string | undefined;
+  for (const e of sorted) {
+    const next = statusAfter(after, e, fallbackCount);
+    if ((e.status === 'delivered' || e.status === 'read') && e.channel) deliveredVia = e.channel;
+    after = next;
+  }
+  await tx.insert(messageEvents).values(
+    events.map((e) => ({
+      messageId,
+      status: e.status,
+      source: e.source,
+      at: e.at,
+      receivedAt: now,
+      detail: {
+        ...e.detail,
+        ...(e.channel !== undefined && { channel: e.channel }),
+        ...(e.fallbackIndex !== undefined && { fallbackIndex: e.fallbackIndex }),
+      },
+    })),
+  );
+  const set: Partial<typeof messages.$inferInsert> = { updatedAt: now };
+  if (after !== before) set.status = after;
+  if (deliveredVia) set.deliveredVia = deliveredVia;
+  await tx.update(messages).set(set).where(eq(messages.id, messageId));
+  return { messageId, before, after };
+}
+
+/** SQL for a status's rank, mirroring status.ts, for set-based updates of many rows. */
+export function rankSql(column: SQL | string): SQL {
+  const col = typeof column === 'string' ? sql.raw(column) : column;
+  return sql`(case ${col} when 'queued' then 0 when 'accepted' then 1 when 'sent' then 2 when 'delivered' then 3 when 'read' then 4 when 'rejected' then 10 when 'failed' then 10 when 'expired' then 10 else -1 end)`;
+}
+
+/** Current status of a message (for tests and the call runtime). */
+export async function statusOf(db: Queryable, messageId: string): Promise<string | undefined> {
+  const [row] = await db
+    .select({ status: messages.status })
+    .from(messages)
+    .where(eq(messages.id, messageId));
+  return row?.status;
+}

@@ -1,0 +1,134 @@
+/**
+ * The background work of one instance: the dispatcher (leader only), the status poller
+ * (leader only) and the attachment of early callbacks (any instance). Each is a loop over the
+ * database: Postgres holds all state, so stopping or killing the process loses nothing.
+ */
+import type { Clock } from './clock.ts';
+import type { Database, LeaderLock } from './db/client.ts';
+import type { Metrics } from './http/metrics.ts';
+import type { Logger } from './logger.ts';
+import {
+  type DispatchOptions,
+  dispatchOnce,
+  type MessagelistSender,
+} from './messages/dispatcher.ts';
+import { attachPending, type IngestDeps } from './messages/ingest.ts';
+import { pollOnce, type StatusLookup } from './messages/poller.ts';
+
+export interface WorkerDeps {
+  database: Database;
+  provider: MessagelistSender & StatusLookup;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  ingest: IngestDeps;
+  dispatch: DispatchOptions;
+  poll: { afterMs: number; everyMs: number };
+}
+
+export interface Workers {
+  /** run the dispatcher now rather than at its next tick (new messages in this process) */
+  wake(): void;
+  stop(): Promise<void>;
+}
+
+// an arbitrary constant shared by every Switchboard process: "the dispatcher leader"
+const LEADER_LOCK = 0x5b_0002;
+
+interface Loop {
+  wake(): void;
+  stop(): Promise<void>;
+}
+
+/** Runs `step` repeatedly: again at once while it reports more work, else after `idleMs`. */
+function loop(name: string, logger: Logger, idleMs: number, step: () => Promise<boolean>): Loop {
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let wakeUp: (() => void) | undefined;
+  const run = (async () => {
+    while (!stopped) {
+      let more = false;
+      try {
+        more = await step();
+      } catch (err) {
+        logger.warn(
+          { err: { message: (err as Error).message }, worker: name },
+          'worker step failed',
+        );
+      }
+      if (stopped || more) continue;
+      await new Promise<void>((resolve) => {
+        wakeUp = resolve;
+        timer = setTimeout(resolve, idleMs);
+      });
+      clearTimeout(timer);
+    }
+  })();
+  return {
+    wake: () => wakeUp?.(),
+    async stop() {
+      stopped = true;
+      wakeUp?.();
+      await run;
+    },
+  };
+}
+
+export function startWorkers(deps: WorkerDeps): Workers {
+  const { logger } = deps;
+  const leader: LeaderLock = deps.database.createLeaderLock(LEADER_LOCK);
+  let wasLeader = false;
+  const isLeader = async () => {
+    const now = await leader.tryAcquire();
+    if (now !== wasLeader)
+      logger.info(
+        { leader: now },
+        now ? 'became dispatcher leader' : 'no longer dispatcher leader',
+      );
+    wasLeader = now;
+    return now;
+  };
+
+  const batchSize = deps.dispatch.batchSize ?? 5000;
+  const dispatcher = loop('dispatcher', logger, 200, async () => {
+    if (!(await isLeader())) return false;
+    const result = await dispatchOnce(
+      {
+        db: deps.database.db,
+        provider: deps.provider,
+        clock: deps.clock,
+        logger,
+        onDispatched: (accepted, rejected) => {
+          deps.metrics.dispatched.inc({ result: 'accepted' }, accepted);
+          deps.metrics.dispatched.inc({ result: 'rejected' }, rejected);
+        },
+      },
+      deps.dispatch,
+    );
+    if (result.accepted + result.rejected > 0) attacher.wake();
+    return result.claimed === batchSize && result.failed === 0;
+  });
+  const attacher = loop(
+    'attach-pending',
+    logger,
+    1000,
+    async () => (await attachPending(deps.ingest)) > 0,
+  );
+  const poller = loop('poller', logger, 5000, async () => {
+    if (!wasLeader) return false;
+    return (
+      (await pollOnce(
+        { ...deps, db: deps.database.db, statusMap: deps.ingest.statusMap },
+        deps.poll,
+      )) > 0
+    );
+  });
+
+  return {
+    wake: () => dispatcher.wake(),
+    async stop() {
+      await Promise.all([dispatcher.stop(), attacher.stop(), poller.stop()]);
+      await leader.release();
+    },
+  };
+}

@@ -1,0 +1,111 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  DEFAULT_STATUS_MAP,
+  parseDeliveryBody,
+  parseEventTime,
+  statusMapWith,
+} from '../../src/messages/delivery-parse.ts';
+
+const JSON_TYPE = 'application/json';
+
+describe('parseDeliveryBody', () => {
+  it('reads the sandbox payload', () => {
+    const { events, problems } = parseDeliveryBody(
+      JSON_TYPE,
+      JSON.stringify({
+        customerMessageId: 'c-1',
+        messageId: 'm-1',
+        status: 'delivered',
+        timestamp: '2026-11-21T10:00:00.000Z',
+        channel: 'sms',
+        fallbackIndex: null,
+      }),
+    );
+    expect(problems).toEqual([]);
+    expect(events).toEqual([
+      {
+        customerMessageId: 'c-1',
+        providerMessageIds: ['m-1'],
+        status: 'delivered',
+        rawStatus: 'delivered',
+        at: new Date('2026-11-21T10:00:00.000Z'),
+        channel: 'sms',
+      },
+    ]);
+  });
+
+  it.each([
+    [{ customer_message_id: 'a', state: 'DELIVRD' }, 'a', 'delivered'],
+    [{ cmid: 'a', dlr_status: 'UNDELIV' }, 'a', 'failed'],
+    [{ 'client-message-id': 'a', Status: 'undeliverable' }, 'a', 'failed'],
+    [{ CustomerMessageID: 'a', event: 'seen' }, 'a', 'read'],
+    [{ reference: 'a', stat: 'Permanent Failure' }, 'a', 'failed'],
+    [{ externalId: 'a', deliveryStatus: 'EXPIRED' }, 'a', 'expired'],
+    [{ message: { customerMessageId: 'a', status: 'ENROUTE' } }, 'a', 'sent'],
+  ])('reads %j', (body, cmid, status) => {
+    const { events } = parseDeliveryBody(JSON_TYPE, JSON.stringify(body));
+    expect(events[0]).toMatchObject({ customerMessageId: cmid, status });
+  });
+
+  it('reads form bodies, arrays, and arrays under a usual key', () => {
+    const form = parseDeliveryBody(
+      'application/x-www-form-urlencoded',
+      'msg_id=77&stat=DELIVRD&ts=1795300000',
+    );
+    expect(form.events[0]).toMatchObject({ providerMessageIds: ['77'], status: 'delivered' });
+    expect(form.events[0]!.at).toEqual(new Date(1795300000 * 1000));
+    const array = parseDeliveryBody(
+      JSON_TYPE,
+      JSON.stringify([
+        { cmid: 'a', status: 'sent' },
+        { cmid: 'b', status: 'read' },
+      ]),
+    );
+    expect(array.events.map((e) => e.customerMessageId)).toEqual(['a', 'b']);
+    const wrapped = parseDeliveryBody(
+      JSON_TYPE,
+      JSON.stringify({ results: [{ mid: 9, status: 'sent' }] }),
+    );
+    expect(wrapped.events[0]).toMatchObject({ providerMessageIds: ['9'], status: 'sent' });
+  });
+
+  it('keeps an unknown status verbatim, and a user table extends the vocabulary', () => {
+    const body = JSON.stringify({ cmid: 'a', status: 'HANDSET_ACK' });
+    expect(parseDeliveryBody(JSON_TYPE, body).events[0]).toMatchObject({ status: 'HANDSET_ACK' });
+    const map = statusMapWith({ handset_ack: 'delivered' });
+    expect(parseDeliveryBody(JSON_TYPE, body, map).events[0]).toMatchObject({
+      status: 'delivered',
+      rawStatus: 'HANDSET_ACK',
+    });
+    expect(DEFAULT_STATUS_MAP.handsetack).toBeUndefined();
+  });
+
+  it('reports what it cannot read instead of throwing', () => {
+    expect(parseDeliveryBody(JSON_TYPE, '{not json').problems[0]).toMatch(/neither JSON/);
+    expect(parseDeliveryBody(JSON_TYPE, '{"status":"sent"}').problems[0]).toMatch(/no message id/);
+    expect(parseDeliveryBody(JSON_TYPE, '{"cmid":"a"}').problems[0]).toMatch(/no status/);
+    expect(parseDeliveryBody(JSON_TYPE, '[1, "x"]').problems).toHaveLength(2);
+  });
+
+  it('never throws, whatever the body', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.string(), fc.json()),
+        fc.constantFrom(JSON_TYPE, 'application/x-www-form-urlencoded', undefined),
+        (body, type) => {
+          const parsed = parseDeliveryBody(type, body);
+          expect(Array.isArray(parsed.events)).toBe(true);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('reads event times as ISO 8601 or epoch seconds or milliseconds', () => {
+    expect(parseEventTime('2026-11-21T10:00:00Z')).toEqual(new Date('2026-11-21T10:00:00Z'));
+    expect(parseEventTime(1795300000)).toEqual(new Date(1795300000000));
+    expect(parseEventTime(1795300000123)).toEqual(new Date(1795300000123));
+    expect(parseEventTime('yesterday')).toBeUndefined();
+  });
+});

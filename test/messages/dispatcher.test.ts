@@ -1,0 +1,173 @@
+/**
+ * The dispatcher against the real sandbox over HTTP: crashes at the worst moment, failures,
+ * and several dispatchers at once, with every message sent exactly once.
+ */
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { systemClock } from '../../src/clock.ts';
+import { rowsOf } from '../../src/db/client.ts';
+import { createLogger } from '../../src/logger.ts';
+import { dispatchOnce, type MessagelistSender } from '../../src/messages/dispatcher.ts';
+import { getMessage } from '../../src/messages/read.ts';
+import { submitMessages } from '../../src/messages/submit.ts';
+import { createProviderClient, type ProviderClient } from '../../src/provider/client.ts';
+import { createSandbox, type Sandbox } from '../../src/sandbox/app.ts';
+import { phone, uniq } from '../support/app.ts';
+import { describeEachEngine } from '../support/db.ts';
+
+const logger = createLogger('silent');
+
+describeEachEngine('dispatcher', (ctx) => {
+  let sandbox: Sandbox;
+  let server: ReturnType<typeof serve>;
+  let client: ProviderClient;
+  const deps = (provider: MessagelistSender = client) => ({
+    db: ctx.database().db,
+    provider,
+    clock: systemClock,
+    logger,
+  });
+  const submit = async (n: number, to = phone()) => {
+    const inputs = Array.from({ length: n }, () => ({
+      from: 'Acme',
+      to,
+      type: 'sms',
+      text: 'x',
+      customerMessageId: uniq('d'),
+    }));
+    await submitMessages({ db: ctx.database().db, clock: systemClock }, inputs);
+    return inputs.map((i) => i.customerMessageId);
+  };
+  const sandboxCount = (cmid: string) => sandbox.messages.list({ customerMessageId: cmid }).length;
+  const outboxCount = async () =>
+    Number(
+      rowsOf<{ n: string }>(
+        await ctx.database().db.execute(sql`select count(*) as n from outbox`),
+      )[0]!.n,
+    );
+
+  beforeAll(async () => {
+    sandbox = createSandbox({});
+    server = await new Promise((resolve) => {
+      const s = serve({ fetch: sandbox.app.fetch, port: 0, hostname: '127.0.0.1' }, () =>
+        resolve(s),
+      );
+    });
+    const port = (server.address() as AddressInfo).port;
+    client = createProviderClient({
+      baseUrl: `http://127.0.0.1:${port}`,
+      auth: { apiKey: 'sandbox-key' },
+    });
+  });
+  afterAll(async () => {
+    await sandbox?.close();
+    await new Promise((r) => server?.close(r));
+  });
+
+  it('sends queued messages and records the provider answer', async () => {
+    const cmids = await submit(3);
+    const result = await dispatchOnce(deps());
+    expect(result.accepted).toBeGreaterThanOrEqual(3);
+    for (const cmid of cmids) {
+      const v = await getMessage(ctx.database().db, cmid);
+      expect(v.status).toBe('accepted');
+      expect(v.providerMessageId).toEqual(expect.any(String));
+      expect(sandboxCount(cmid)).toBe(1);
+    }
+    expect(await outboxCount()).toBe(0);
+  });
+
+  it('a crash after the provider accepted, before the commit, resends nothing twice', async () => {
+    const cmids = await submit(5);
+    const crashing: MessagelistSender = {
+      async sendMessagelist(messages) {
+        await client.sendMessagelist(messages); // the provider has them now...
+        throw new Error('process killed'); // ...and the transaction never commits
+      },
+    };
+    await expect(dispatchOnce(deps(crashing))).resolves.toMatchObject({ failed: 5 });
+    // the rows are still in the outbox; make them due again and run a healthy dispatcher
+    await ctx
+      .database()
+      .db.execute(sql`update outbox set available_at = now() - interval '1 second'`);
+    const second = await dispatchOnce(deps());
+    expect(second.accepted).toBe(5);
+    for (const cmid of cmids) {
+      expect(sandboxCount(cmid)).toBe(1);
+      const v = await getMessage(ctx.database().db, cmid);
+      expect(v.status).toBe('accepted');
+      const dispatch = v.timeline.find((e) => e.source === 'dispatch');
+      expect(dispatch?.detail).toMatchObject({ resent: true, messageId: v.providerMessageId });
+      expect(sandbox.messages.list({ customerMessageId: cmid })[0]!.messageId).toBe(
+        v.providerMessageId,
+      );
+    }
+  });
+
+  it('puts a failed send back with a backoff, and gives up after the last attempt', async () => {
+    const cmids = await submit(2);
+    const down: MessagelistSender = {
+      sendMessagelist: async () => {
+        throw new Error('provider unreachable');
+      },
+    };
+    const first = await dispatchOnce(deps(down), { maxAttempts: 2 });
+    expect(first).toMatchObject({ claimed: 2, failed: 2 });
+    const rows = rowsOf<{ attempts: number; last_error: string; due: boolean }>(
+      await ctx
+        .database()
+        .db.execute(sql`select attempts, last_error, available_at > now() as due from outbox`),
+    );
+    expect(rows).toHaveLength(2);
+    expect(
+      rows.every((r) => r.attempts === 1 && r.due && r.last_error === 'provider unreachable'),
+    ).toBe(true);
+    // not due yet: nothing is claimed
+    expect((await dispatchOnce(deps(down), { maxAttempts: 2 })).claimed).toBe(0);
+    await ctx
+      .database()
+      .db.execute(sql`update outbox set available_at = now() - interval '1 second'`);
+    const last = await dispatchOnce(deps(down), { maxAttempts: 2 });
+    expect(last).toMatchObject({ rejected: 2, failed: 0 });
+    for (const cmid of cmids) {
+      const v = await getMessage(ctx.database().db, cmid);
+      expect(v.status).toBe('rejected');
+      expect(v.error).toMatchObject({ code: 'DISPATCH_FAILED' });
+    }
+    expect(await outboxCount()).toBe(0);
+  });
+
+  it('several dispatchers at once send every message exactly once', async () => {
+    const cmids = await submit(1200);
+    const results = await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        let sent = 0;
+        for (;;) {
+          const r = await dispatchOnce(deps(), { batchSize: 100 });
+          if (r.claimed === 0) return sent;
+          sent += r.accepted + r.rejected;
+        }
+      }),
+    );
+    expect(results.reduce((a, b) => a + b, 0)).toBe(1200);
+    expect(cmids.every((c) => sandboxCount(c) === 1)).toBe(true);
+    expect(await outboxCount()).toBe(0);
+  });
+
+  it('one leader at a time; another takes over when it goes', async () => {
+    const a = ctx.database().createLeaderLock(4242);
+    const b = ctx.database().createLeaderLock(4242);
+    expect(await a.tryAcquire()).toBe(true);
+    expect(await a.tryAcquire()).toBe(true);
+    if (ctx.engine === 'postgres') {
+      expect(await b.tryAcquire()).toBe(false);
+      await a.release(); // the leader's connection ends, as when its process dies
+      expect(await b.tryAcquire()).toBe(true);
+      expect(await a.tryAcquire()).toBe(false);
+    }
+    await a.release();
+    await b.release();
+  });
+});
