@@ -1,0 +1,366 @@
+/**
+ * `switchboard flows ...`: validate, compile, graph, simulate and the JSON Schema.
+ * Flows are read from `<cwd>/flows` unless `--dir` says otherwise.
+ *
+ * Exit codes: 0 fine, 1 a flow (or its vars, or a simulation) is wrong, 2 a usage error.
+ *
+ * @example
+ * await runFlows(['simulate', 'appointment-reminder', '--keys', '1', '--var', 'name=Ann', '--var', 'date=2025-03-01'], io);
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, relative, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { AppError } from '../errors.ts';
+import {
+  type CompiledFlow,
+  type CompileOptions,
+  type FlowIssue,
+  flowJsonSchema,
+  flowToMermaid,
+  type LoadedFlow,
+  loadFlowFile,
+  loadFlows,
+  renderMenu,
+  type Simulation,
+  signNodeToken,
+  simulateFlow,
+  validateVars,
+} from '../flows/index.ts';
+
+export interface FlowsIo {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  cwd: string;
+}
+
+const USAGE = `Usage: switchboard flows <command> [options]
+
+Commands:
+  validate [files...]            check flows (all of --dir when no file is named); exit 1 on any error
+  compile <id>                   print the provider menu JSON of one call
+      --var name=value           a param of the flow (repeat)
+      --lang xx                  prompt language (default: the flow's first)
+      --hook-url url             tracking webhook URL (default http://localhost:3000/hooks/speechcall)
+      --call-id id --secret s    what the preview tokens are signed for and with
+      --template                 print the menu template instead (no vars, token placeholders)
+  graph <id> [--folded]          print a Mermaid flowchart (--folded: one box per menu)
+  simulate <id> --keys 1,timeout,2
+                                 walk the keys through the machine and through the menu JSON,
+                                 print path, outcome and follow-ups; exit 1 if the two differ
+      --var, --lang              as for compile
+      --status failed            then feed a call status (repeat)
+      --timer noResponse         then fire a timer (repeat)
+      --json                     print the whole simulation as JSON
+  schema [--out file]            print (or write) the JSON Schema of the flow language
+
+Options for every command:
+  --dir path                     where the flows are (default ./flows)
+  --max-menus n --max-visits n   unrolling limits (default 200 and 3)
+`;
+
+class UsageError extends Error {}
+
+type Values = ReturnType<typeof parse>['values'];
+
+function parse(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      dir: { type: 'string' },
+      var: { type: 'string', multiple: true },
+      lang: { type: 'string' },
+      keys: { type: 'string' },
+      out: { type: 'string' },
+      'hook-url': { type: 'string' },
+      'call-id': { type: 'string' },
+      secret: { type: 'string' },
+      status: { type: 'string', multiple: true },
+      timer: { type: 'string', multiple: true },
+      json: { type: 'boolean' },
+      folded: { type: 'boolean' },
+      template: { type: 'boolean' },
+      'max-menus': { type: 'string' },
+      'max-visits': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+}
+
+/**
+ * Runs one `flows` command; `argv[0]` is the command (`['validate']`).
+ *
+ * @example
+ * const code = await runFlows(['validate'], { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
+ */
+export async function runFlows(argv: string[], io: FlowsIo): Promise<number> {
+  const out = (text: string) => io.stdout.write(text);
+  const err = (text: string) => io.stderr.write(text);
+  try {
+    const { values, positionals } = parse(argv);
+    const [command, ...args] = positionals;
+    if (values.help || command === 'help' || command === undefined) {
+      out(USAGE);
+      return command === undefined && !values.help ? 2 : 0;
+    }
+    const ctx = { io, values, out, err, opts: compileOptions(values) };
+    switch (command) {
+      case 'validate':
+        return await validate(ctx, args);
+      case 'compile':
+        return await compile(ctx, one(args, 'compile'));
+      case 'graph':
+        return await graph(ctx, one(args, 'graph'));
+      case 'simulate':
+        return await simulate(ctx, one(args, 'simulate'));
+      case 'schema':
+        return await schema(ctx);
+      default:
+        throw new UsageError(`unknown command "${command}"`);
+    }
+  } catch (e) {
+    if (e instanceof UsageError || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      err(`switchboard flows: ${(e as Error).message}\n\n${USAGE}`);
+      return 2;
+    }
+    if (e instanceof AppError) {
+      err(`switchboard flows: ${e.message}\n`);
+      for (const d of e.details) err(`  ${d.path}: ${d.message} (${d.code})\n`);
+      return 1;
+    }
+    throw e;
+  }
+}
+
+interface Ctx {
+  io: FlowsIo;
+  values: Values;
+  out: (text: string) => void;
+  err: (text: string) => void;
+  opts: CompileOptions;
+}
+
+function one(args: string[], command: string): string {
+  if (args.length !== 1) throw new UsageError(`${command} takes one flow id`);
+  return args[0]!;
+}
+
+function compileOptions(values: Values): CompileOptions {
+  const num = (name: 'max-menus' | 'max-visits'): number | undefined => {
+    const raw = values[name];
+    if (raw === undefined) return undefined;
+    if (!/^[1-9]\d*$/.test(raw)) throw new UsageError(`--${name} must be a positive whole number`);
+    return Number(raw);
+  };
+  const maxMenus = num('max-menus');
+  const maxVisits = num('max-visits');
+  return {
+    ...(maxMenus !== undefined ? { maxMenus } : {}),
+    ...(maxVisits !== undefined ? { maxVisits } : {}),
+  };
+}
+
+function flowsDir(ctx: Ctx): string {
+  return resolve(ctx.io.cwd, ctx.values.dir ?? 'flows');
+}
+
+function formatIssue(io: FlowsIo, issue: FlowIssue): string {
+  const where = `${relative(io.cwd, issue.file) || issue.file}:${issue.line}:${issue.column}`;
+  const path = issue.path ? ` (at ${issue.path})` : '';
+  return `${where}: ${issue.severity} [${issue.rule}] ${issue.message}${path}\n`;
+}
+
+async function validate(ctx: Ctx, files: string[]): Promise<number> {
+  const flows =
+    files.length > 0
+      ? await Promise.all(files.map((f) => loadFlowFile(resolve(ctx.io.cwd, f), ctx.opts)))
+      : await loadFlows(flowsDir(ctx), ctx.opts);
+  if (flows.length === 0) {
+    ctx.err(`switchboard flows: no flow files (*.yaml) in ${flowsDir(ctx)}\n`);
+    return 1;
+  }
+  let errors = 0;
+  let warnings = 0;
+  for (const flow of flows) {
+    for (const issue of [...flow.errors, ...flow.warnings].sort(
+      (a, b) => a.line - b.line || a.column - b.column,
+    )) {
+      ctx.out(formatIssue(ctx.io, issue));
+    }
+    errors += flow.errors.length;
+    warnings += flow.warnings.length;
+    if (flow.compiled) {
+      ctx.out(
+        `ok ${flow.id}: ${flow.compiled.menuCount} provider menus from ${flow.compiled.sourceMenus.length}, version ${flow.compiled.version}\n`,
+      );
+    } else {
+      ctx.out(
+        `FAIL ${flow.id}: ${flow.errors.length} error${flow.errors.length === 1 ? '' : 's'}\n`,
+      );
+    }
+  }
+  ctx.out(
+    `${flows.length} flow${flows.length === 1 ? '' : 's'}, ${errors} error${errors === 1 ? '' : 's'}, ${warnings} warning${warnings === 1 ? '' : 's'}\n`,
+  );
+  return errors > 0 ? 1 : 0;
+}
+
+/** One compiled flow by id, or exit 1 with its errors. */
+async function compiledFlow(ctx: Ctx, id: string): Promise<CompiledFlow | null> {
+  const flows = await loadFlows(flowsDir(ctx), ctx.opts);
+  const flow: LoadedFlow | undefined = flows.find((f) => f.id === id);
+  if (!flow) {
+    const known = flows.map((f) => f.id).join(', ') || 'none';
+    ctx.err(`switchboard flows: no flow "${id}" in ${flowsDir(ctx)} (flows: ${known})\n`);
+    return null;
+  }
+  if (!flow.compiled) {
+    for (const issue of flow.errors) ctx.err(formatIssue(ctx.io, issue));
+    ctx.err(`switchboard flows: flow "${id}" has errors\n`);
+    return null;
+  }
+  return flow.compiled;
+}
+
+function parseVars(ctx: Ctx): Record<string, string> {
+  const vars: Record<string, string> = {};
+  for (const pair of ctx.values.var ?? []) {
+    const eq = pair.indexOf('=');
+    if (eq < 1) throw new UsageError(`--var takes name=value, got "${pair}"`);
+    vars[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return vars;
+}
+
+async function compile(ctx: Ctx, id: string): Promise<number> {
+  const compiled = await compiledFlow(ctx, id);
+  if (!compiled) return 1;
+  if (ctx.values.template) {
+    ctx.out(`${JSON.stringify(compiled.menuTemplate, null, 2)}\n`);
+    return 0;
+  }
+  const checked = validateVars(compiled, parseVars(ctx));
+  if (!checked.ok)
+    throw new AppError('INVALID_VARS', `vars do not fit flow "${id}"`, checked.details);
+  const secret = { id: 'preview', key: ctx.values.secret ?? 'preview' };
+  const callId = ctx.values['call-id'] ?? 'preview';
+  const menu = renderMenu(compiled, {
+    vars: checked.vars,
+    ...(ctx.values.lang !== undefined ? { lang: ctx.values.lang } : {}),
+    hookUrl: ctx.values['hook-url'] ?? 'http://localhost:3000/hooks/speechcall',
+    tokenFor: (node, key) => signNodeToken({ callId, node, key }, secret),
+  });
+  ctx.out(`${JSON.stringify(menu, null, 2)}\n`);
+  return 0;
+}
+
+async function graph(ctx: Ctx, id: string): Promise<number> {
+  const compiled = await compiledFlow(ctx, id);
+  if (!compiled) return 1;
+  ctx.out(flowToMermaid(compiled, { folded: ctx.values.folded === true }));
+  return 0;
+}
+
+async function simulate(ctx: Ctx, id: string): Promise<number> {
+  if (ctx.values.keys === undefined)
+    throw new UsageError('simulate needs --keys, e.g. --keys 1,timeout,2');
+  const compiled = await compiledFlow(ctx, id);
+  if (!compiled) return 1;
+  const keys = ctx.values.keys
+    .split(',')
+    .map((k) => k.trim())
+    .filter((k) => k !== '');
+  const sim = simulateFlow(compiled, {
+    keys,
+    vars: parseVars(ctx),
+    ...(ctx.values.lang !== undefined ? { lang: ctx.values.lang } : {}),
+    statuses: ctx.values.status ?? [],
+    timers: ctx.values.timer ?? [],
+  });
+  return reportSimulation(compiled, sim, ctx.io, ctx.values.json === true);
+}
+
+/**
+ * Prints a simulation (text, or JSON with `json`) and returns the exit code: 1, with the
+ * differences on stderr, when the machine and the menu JSON disagree.
+ *
+ * @example
+ * process.exitCode = reportSimulation(compiled, simulateFlow(compiled, { keys }), io, false);
+ */
+export function reportSimulation(
+  compiled: CompiledFlow,
+  sim: Simulation,
+  io: FlowsIo,
+  json: boolean,
+): number {
+  io.stdout.write(json ? `${JSON.stringify(sim, null, 2)}\n` : describeSimulation(compiled, sim));
+  if (!sim.agree) {
+    io.stderr.write(
+      'switchboard flows: MISMATCH between the machine and the provider menu JSON:\n',
+    );
+    for (const d of sim.differences) io.stderr.write(`  ${d}\n`);
+    io.stderr.write(
+      'This is a compiler bug: the provider would not follow the call the way Switchboard does.\n',
+    );
+    return 1;
+  }
+  return 0;
+}
+
+function describeSimulation(compiled: CompiledFlow, sim: Simulation): string {
+  const lines = [
+    `flow ${compiled.id} (version ${compiled.version}, language ${sim.lang})`,
+    'path:',
+  ];
+  const m = sim.machine;
+  m.path.forEach((step, i) => {
+    const next =
+      m.path[i + 1]?.node ?? (i === m.path.length - 1 && m.ended ? 'hang up' : m.waitingAt);
+    const input = sim.menu.run.steps[i]?.input ?? step.key;
+    const key = input === step.key ? step.key : `${input} (${step.key})`;
+    lines.push(`  ${i + 1}. ${step.node}  key ${key}  -> ${next}`);
+  });
+  if (m.path.length === 0) lines.push('  (no key)');
+  lines.push(m.ended ? 'ended: hung up' : `waiting at: ${m.waitingAt}`);
+  if (sim.ignored.length > 0) lines.push(`ignored after the call ended: ${sim.ignored.join(',')}`);
+  lines.push(`outcome: ${sim.outcome ?? '(none)'}`);
+  const sends = [
+    ...m.sends,
+    ...sim.reactions.flatMap((e) => (e.type === 'send' ? [{ id: e.id, message: e.message }] : [])),
+  ];
+  lines.push(sends.length > 0 ? 'follow-ups:' : 'follow-ups: (none)');
+  for (const s of sends) {
+    lines.push(
+      `  ${s.id}  ${s.message.type}${s.message.to ? ` to ${s.message.to}` : ''}: ${JSON.stringify(s.message.text ?? '')}`,
+    );
+  }
+  if (m.providerWebhooks.length > 0) {
+    lines.push('webhooks the provider calls:');
+    for (const w of m.providerWebhooks) lines.push(`  POST ${w.url}`);
+  }
+  const other = sim.reactions.filter((e) => e.type !== 'send');
+  if (other.length > 0) {
+    lines.push('reactions to statuses and timers:');
+    for (const e of other) lines.push(`  ${JSON.stringify(e)}`);
+  }
+  lines.push(
+    sim.agree
+      ? 'machine and menu JSON agree on path, outcome, follow-ups, webhooks and ending'
+      : 'machine and menu JSON DIFFER (see stderr)',
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+async function schema(ctx: Ctx): Promise<number> {
+  const text = `${JSON.stringify(flowJsonSchema(), null, 2)}\n`;
+  if (ctx.values.out === undefined) {
+    ctx.out(text);
+    return 0;
+  }
+  const path = resolve(ctx.io.cwd, ctx.values.out);
+  await mkdir(dirname(path), { recursive: true });
+  await writeFile(path, text);
+  ctx.out(`wrote ${relative(ctx.io.cwd, path) || path}\n`);
+  return 0;
+}

@@ -1,0 +1,374 @@
+/**
+ * Static checks of a flow that the schema cannot state: references between menus, what can
+ * be reached and ended, templates against params, languages, and the unrolled size.
+ *
+ * Each issue carries a rule name and a path into the flow (`['menus', 'main', 'keys', '1',
+ * 0, 'goto']`); the loader turns the path into a file, line and column.
+ *
+ * @example
+ * checkFlow(flow).filter((i) => i.severity === 'error') // [] for a good flow
+ */
+import { gotoOf, menuLists, reachableMenus, startMenu } from './graph.ts';
+import {
+  type Action,
+  type FlowDefinition,
+  type Localized,
+  type ParamSpec,
+  parseDuration,
+  type ReactionAction,
+} from './schema.ts';
+import { malformedTemplate, templateNames, walkStrings } from './template.ts';
+import { unroll } from './unroll.ts';
+
+export const FLOW_RULES = [
+  'yaml-syntax',
+  'duplicate-key',
+  'invalid-id',
+  'duplicate-id',
+  'schema',
+  'unknown-field',
+  'invalid-key',
+  'invalid-action',
+  'unknown-menu',
+  'unreachable-menu',
+  'unreachable-action',
+  'no-end',
+  'template-syntax',
+  'undeclared-param',
+  'unused-param',
+  'param-default',
+  'unknown-language',
+  'missing-language',
+  'duplicate-language',
+  'invalid-duration',
+  'send-text',
+  'menu-limit',
+  'provider-menu',
+] as const;
+export type FlowRule = (typeof FLOW_RULES)[number];
+
+export type IssuePath = Array<string | number>;
+
+export interface FlowCheckIssue {
+  severity: 'error' | 'warning';
+  rule: FlowRule;
+  message: string;
+  path: IssuePath;
+}
+
+export interface CheckOptions {
+  /** Refuse flows that unroll to more menus than this (default 200). */
+  maxMenus?: number;
+  /** Copies of a menu a call may play through cycles (default 3). */
+  maxVisits?: number;
+  /** Leave the unrolled size to the caller (the compiler counts while it unrolls). */
+  skipMenuLimit?: boolean;
+}
+
+export const DEFAULT_MAX_MENUS = 200;
+export const DEFAULT_MAX_VISITS = 3;
+
+/** How far past the limit unrolling goes: a useful count, and a huge flow stays cheap. */
+export function menuCountCap(limit: number): number {
+  return limit * 4;
+}
+
+/** The languages of a flow; the first is the default. */
+export function flowLanguages(flow: FlowDefinition): string[] {
+  return flow.languages ?? ['en'];
+}
+
+/**
+ * Every static problem of a schema-valid flow, errors and warnings.
+ *
+ * @example
+ * checkFlow({ menus: { main: { intro: 'x', keys: { '1': [{ goto: 'nowhere' }] } } } })
+ * // [{ severity: 'error', rule: 'unknown-menu', path: ['menus','main','keys','1',0,'goto'], ... }]
+ */
+export function checkFlow(flow: FlowDefinition, opts: CheckOptions = {}): FlowCheckIssue[] {
+  const issues: FlowCheckIssue[] = [];
+  const error = (rule: FlowRule, path: IssuePath, message: string) =>
+    issues.push({ severity: 'error', rule, path, message });
+  const warn = (rule: FlowRule, path: IssuePath, message: string) =>
+    issues.push({ severity: 'warning', rule, path, message });
+
+  const menus = Object.keys(flow.menus);
+  const start = startMenu(flow);
+  if (!flow.menus[start]) {
+    error('unknown-menu', ['start'], `start names menu "${start}", which is not defined`);
+  }
+
+  for (const menu of menus) {
+    for (const list of menuLists(flow, menu)) checkActionList(flow, list.actions, list.path, error);
+  }
+
+  if (flow.menus[start]) {
+    const reachable = new Set(reachableMenus(flow));
+    for (const menu of menus) {
+      if (!reachable.has(menu)) {
+        error(
+          'unreachable-menu',
+          ['menus', menu],
+          `menu "${menu}" is never reached from the start menu "${start}"`,
+        );
+      }
+    }
+    const canEnd = endingMenus(flow);
+    for (const menu of menus) {
+      if (reachable.has(menu) && !canEnd.has(menu)) {
+        error(
+          'no-end',
+          ['menus', menu],
+          `menu "${menu}" has no way to end: every key and its wrong actions go to menus that never hang up`,
+        );
+      }
+    }
+  }
+
+  checkDurations(flow, error);
+  checkLanguages(flow, error);
+  checkTemplates(flow, error, warn);
+  checkParams(flow, error);
+  checkSends(flow, error);
+
+  if (!opts.skipMenuLimit && !issues.some((i) => i.severity === 'error')) {
+    const maxMenus = opts.maxMenus ?? DEFAULT_MAX_MENUS;
+    const { count, complete } = countMenus(flow, opts.maxVisits ?? DEFAULT_MAX_VISITS, maxMenus);
+    const over = menuLimitIssue(count, complete, maxMenus);
+    if (over) issues.push(over);
+  }
+  return issues;
+}
+
+/** The `menu-limit` error for an unrolled count, or null when it fits. */
+export function menuLimitIssue(
+  count: number,
+  complete: boolean,
+  maxMenus: number,
+): FlowCheckIssue | null {
+  if (count <= maxMenus) return null;
+  return {
+    severity: 'error',
+    rule: 'menu-limit',
+    path: ['menus'],
+    message: `the flow unrolls to ${complete ? count : `more than ${count - 1}`} provider menus (retries and cycles copied), over the limit of ${maxMenus}`,
+  };
+}
+
+/** The unrolled menu count; `complete` is false when counting stopped well past `limit`. */
+export function countMenus(
+  flow: FlowDefinition,
+  maxVisits: number,
+  limit: number,
+): { count: number; complete: boolean } {
+  const { nodes, complete } = unroll(flow, flowLanguages(flow), {
+    maxVisits,
+    stopAfter: menuCountCap(limit),
+  });
+  return { count: nodes.length, complete };
+}
+
+type Report = (rule: FlowRule, path: IssuePath, message: string) => void;
+
+function checkActionList(
+  flow: FlowDefinition,
+  actions: readonly Action[],
+  path: IssuePath,
+  error: Report,
+): void {
+  actions.forEach((action, i) => {
+    if (typeof action === 'object' && 'goto' in action && !flow.menus[action.goto]) {
+      error(
+        'unknown-menu',
+        [...path, i, 'goto'],
+        `goto names menu "${action.goto}", which is not defined`,
+      );
+    }
+    const ends = action === 'hangup' || (typeof action === 'object' && 'goto' in action);
+    if (ends && i < actions.length - 1) {
+      error(
+        'unreachable-action',
+        [...path, i + 1],
+        `this action follows a ${action === 'hangup' ? 'hangup' : 'goto'} and would never run`,
+      );
+    }
+  });
+}
+
+/** Menus from which some path ends the call (a hangup, explicit, implicit or the provider's). */
+function endingMenus(flow: FlowDefinition): Set<string> {
+  const ends = new Set<string>();
+  let changed = true;
+  while (changed) {
+    changed = false;
+    for (const [name, menu] of Object.entries(flow.menus)) {
+      if (ends.has(name)) continue;
+      const lists = menuLists(flow, name).map((l) => l.actions);
+      const ending =
+        menu.wrong === undefined ||
+        lists.some((actions) => {
+          const to = gotoOf(actions);
+          return to === undefined || ends.has(to);
+        });
+      if (ending) {
+        ends.add(name);
+        changed = true;
+      }
+    }
+  }
+  return ends;
+}
+
+function checkDurations(flow: FlowDefinition, error: Report): void {
+  for (const [name, menu] of Object.entries(flow.menus)) {
+    if (menu.timeout !== undefined && parseDuration(menu.timeout) < 1) {
+      error('invalid-duration', ['menus', name, 'timeout'], 'timeout must be at least 1ms');
+    }
+  }
+  const after = flow.on?.noResponse?.after;
+  if (after !== undefined && parseDuration(after) < 1) {
+    error('invalid-duration', ['on', 'noResponse', 'after'], 'after must be at least 1ms');
+  }
+}
+
+/** Every localizable value of a flow, with its path. */
+function localizedValues(flow: FlowDefinition): Array<{ path: IssuePath; value: Localized }> {
+  const out: Array<{ path: IssuePath; value: Localized }> = [];
+  for (const [name, menu] of Object.entries(flow.menus)) {
+    out.push({ path: ['menus', name, 'intro'], value: menu.intro });
+    if (menu.reprompt !== undefined)
+      out.push({ path: ['menus', name, 'reprompt'], value: menu.reprompt });
+  }
+  for (const { path, action } of allActions(flow)) {
+    if (typeof action !== 'object' || !('send' in action)) continue;
+    if (action.send.text !== undefined)
+      out.push({ path: [...path, 'send', 'text'], value: action.send.text });
+    action.send.fallbacks?.forEach((fb, i) => {
+      if (fb.text !== undefined) {
+        out.push({ path: [...path, 'send', 'fallbacks', i, 'text'], value: fb.text });
+      }
+    });
+  }
+  return out;
+}
+
+function checkLanguages(flow: FlowDefinition, error: Report): void {
+  const languages = flowLanguages(flow);
+  languages.forEach((lang, i) => {
+    if (languages.indexOf(lang) !== i) {
+      error('duplicate-language', ['languages', i], `language "${lang}" is listed twice`);
+    }
+  });
+  for (const { path, value } of localizedValues(flow)) {
+    if (typeof value === 'string') continue;
+    for (const lang of Object.keys(value)) {
+      if (!languages.includes(lang)) {
+        error(
+          'unknown-language',
+          [...path, lang],
+          `"${lang}" is not one of the flow's languages (${languages.join(', ')})`,
+        );
+      }
+    }
+    for (const lang of languages) {
+      if (value[lang] === undefined) {
+        error('missing-language', path, `no value for language "${lang}"`);
+      }
+    }
+  }
+}
+
+/** Every action of a flow (menus and `on:`), with its path. */
+export function allActions(
+  flow: FlowDefinition,
+): Array<{ path: IssuePath; action: Action | ReactionAction }> {
+  const out: Array<{ path: IssuePath; action: Action | ReactionAction }> = [];
+  for (const menu of Object.keys(flow.menus)) {
+    for (const list of menuLists(flow, menu)) {
+      list.actions.forEach((action, i) => {
+        out.push({ path: [...list.path, i], action });
+      });
+    }
+  }
+  for (const [key, value] of Object.entries(flow.on ?? {})) {
+    if (value === undefined) continue;
+    const list: ReactionAction[] = Array.isArray(value) ? value : value.do;
+    const base: IssuePath = Array.isArray(value) ? ['on', key] : ['on', key, 'do'];
+    list.forEach((action, i) => {
+      out.push({ path: [...base, i], action });
+    });
+  }
+  return out;
+}
+
+/** Every string that may hold templates, with its path. */
+function templatedStrings(flow: FlowDefinition): Array<{ path: IssuePath; text: string }> {
+  const out: Array<{ path: IssuePath; text: string }> = [];
+  for (const [name, menu] of Object.entries(flow.menus)) {
+    out.push(...walkStrings(menu.intro, ['menus', name, 'intro']));
+    if (menu.reprompt !== undefined)
+      out.push(...walkStrings(menu.reprompt, ['menus', name, 'reprompt']));
+  }
+  for (const { path, action } of allActions(flow)) {
+    if (typeof action !== 'object') continue;
+    if ('send' in action) out.push(...walkStrings(action.send, [...path, 'send']));
+    if ('webhook' in action) out.push(...walkStrings(action.webhook, [...path, 'webhook']));
+  }
+  return out;
+}
+
+function checkTemplates(flow: FlowDefinition, error: Report, warn: Report): void {
+  const params = flow.params ?? {};
+  const used = new Set<string>();
+  for (const { path, text } of templatedStrings(flow)) {
+    const bad = malformedTemplate(text);
+    if (bad !== null) {
+      error('template-syntax', path, `malformed template near "${bad}": write {{name}}`);
+      continue;
+    }
+    for (const name of templateNames(text)) {
+      used.add(name);
+      if (!(name in params)) {
+        error('undeclared-param', path, `template {{${name}}} names no declared param`);
+      }
+    }
+  }
+  for (const name of Object.keys(params)) {
+    if (!used.has(name)) warn('unused-param', ['params', name], `param "${name}" is never used`);
+  }
+}
+
+function checkParams(flow: FlowDefinition, error: Report): void {
+  for (const [name, spec] of Object.entries(flow.params ?? {})) {
+    if (typeof spec === 'string' || spec.default === undefined) continue;
+    if (!defaultFits(spec)) {
+      error('param-default', ['params', name, 'default'], `default does not fit type ${spec.type}`);
+    }
+  }
+}
+
+function defaultFits(spec: Exclude<ParamSpec, string>): boolean {
+  const v = spec.default;
+  switch (spec.type) {
+    case 'number':
+      return typeof v === 'number';
+    case 'integer':
+      return typeof v === 'number' && Number.isInteger(v);
+    case 'boolean':
+      return typeof v === 'boolean';
+    default:
+      return typeof v === 'string';
+  }
+}
+
+// Seed 2.3: text is required for sms, and is the title of a viber_survey.
+const TEXT_REQUIRED = new Set(['sms', 'viber_survey']);
+
+function checkSends(flow: FlowDefinition, error: Report): void {
+  for (const { path, action } of allActions(flow)) {
+    if (typeof action !== 'object' || !('send' in action)) continue;
+    if (TEXT_REQUIRED.has(action.send.type) && action.send.text === undefined) {
+      error('send-text', [...path, 'send'], `a ${action.send.type} message needs text`);
+    }
+  }
+}

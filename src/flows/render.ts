@@ -1,0 +1,204 @@
+/**
+ * Rendering a compiled flow for one call: the provider menu with the call's language, vars
+ * and signed tokens, and follow-up messages with their templates filled in.
+ *
+ * Every action list starts with the tracking webhook (POST to our hook URL, body `{ token }`
+ * naming call, node and key), then the flow's own webhooks as given, then `gotoMenu` with the
+ * target's index or `hangup`. Outcomes and sends are ours: they run when the tracking
+ * webhook arrives, so they do not appear in the provider JSON.
+ *
+ * @example
+ * renderMenu(compiled, { vars, lang: 'uk', hookUrl, tokenFor: (node, key) => sign(node, key) });
+ */
+import { AppError } from '../errors.ts';
+import type { MenuAction, SpeechMenu } from '../provider/menu.ts';
+import type { CompiledFlow } from './compile.ts';
+import type { Localized, SendMessage } from './schema.ts';
+import { renderDeep, renderTemplate } from './template.ts';
+import { type CompiledNode, NODE_KEYS, type NodeKey } from './unroll.ts';
+
+/** Stands in for the hook URL in `menuTemplate` (`.invalid` can never resolve, RFC 2606). */
+export const TEMPLATE_HOOK_URL = 'https://switchboard.invalid/hooks/speechcall';
+
+/** The provider's name of a key: `1` -> `d1`, `wrong` stays. */
+export function dtmfName(key: NodeKey): string {
+  return key === 'wrong' ? 'wrong' : `d${key}`;
+}
+
+export interface BuildMenuOptions {
+  lang: string;
+  render: (text: string) => string;
+  hookUrl: string;
+  hookHeaders?: Record<string, string>;
+  tokenFor: (node: string, key: NodeKey) => string;
+}
+
+/** The provider menu of some nodes; `renderMenu` and the compiler's template both use it. */
+export function buildMenu(nodes: readonly CompiledNode[], opts: BuildMenuOptions): SpeechMenu {
+  const indexOf = new Map(nodes.map((n) => [n.id, n.index]));
+  return nodes.map((node) => {
+    const dtmfActions: Record<string, MenuAction[]> = {};
+    for (const key of NODE_KEYS) {
+      const actions = node.keys[key];
+      if (!actions) continue;
+      const out: MenuAction[] = [
+        {
+          action: 'webhook',
+          url: opts.hookUrl,
+          body: { token: opts.tokenFor(node.id, key) },
+          ...(opts.hookHeaders ? { headers: opts.hookHeaders } : {}),
+        },
+      ];
+      for (const action of actions) {
+        if (action.type === 'webhook') {
+          out.push({
+            action: 'webhook',
+            url: opts.render(action.url),
+            ...(action.body ? { body: renderWith(action.body, opts.render) } : {}),
+            ...(action.headers ? { headers: renderWith(action.headers, opts.render) } : {}),
+          });
+        } else if (action.type === 'goto') {
+          out.push({ action: 'gotoMenu', menu: indexOf.get(action.node)! });
+        } else if (action.type === 'hangup') {
+          out.push({ action: 'hangup' });
+        }
+      }
+      dtmfActions[dtmfName(key)] = out;
+    }
+    return {
+      introUrl: opts.render(node.intro[opts.lang] ?? Object.values(node.intro)[0]!),
+      ...(node.timeoutMs !== undefined ? { idleTimeoutMsec: node.timeoutMs } : {}),
+      dtmfActions,
+    };
+  });
+}
+
+function renderWith<T>(value: T, render: (text: string) => string): T {
+  if (typeof value === 'string') return render(value) as T;
+  if (Array.isArray(value)) return value.map((v) => renderWith(v, render)) as T;
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, renderWith(v, render)]),
+    ) as T;
+  }
+  return value;
+}
+
+/**
+ * The call's language: the requested one if the flow has it, else the flow's default.
+ * An unknown language is an error naming `lang`.
+ *
+ * @example
+ * resolveLanguage(compiled, undefined) // 'en'
+ */
+export function resolveLanguage(compiled: CompiledFlow, lang?: string | null): string {
+  if (lang === undefined || lang === null) return compiled.languages[0]!;
+  if (compiled.languages.includes(lang)) return lang;
+  throw new AppError('INVALID_VARS', `flow "${compiled.id}" has no language "${lang}"`, [
+    {
+      path: 'lang',
+      code: 'unknown_language',
+      message: `must be one of ${compiled.languages.join(', ')}`,
+    },
+  ]);
+}
+
+export interface RenderMenuOptions {
+  /** Validated vars (see `validateVars`). */
+  vars: Readonly<Record<string, unknown>>;
+  /** Defaults to the flow's first language. */
+  lang?: string;
+  /** Where the provider posts tracking webhooks, e.g. `${PUBLIC_URL}/hooks/speechcall`. */
+  hookUrl: string;
+  /** Extra headers on every tracking webhook (a shared secret, for example). */
+  hookHeaders?: Record<string, string>;
+  /** The signed token for one (node, key) of this call; see `signNodeToken`. */
+  tokenFor: (node: string, key: NodeKey) => string;
+}
+
+/**
+ * The provider menu for one call.
+ *
+ * @example
+ * renderMenu(compiled, {
+ *   vars: { name: 'Ann', date: '2025-03-01' },
+ *   lang: 'uk',
+ *   hookUrl: 'https://sb.example.com/hooks/speechcall',
+ *   tokenFor: (node, key) => signNodeToken({ callId, node, key }, secret),
+ * })[0].dtmfActions.d1[0] // { action: 'webhook', url: '.../hooks/speechcall', body: { token } }
+ */
+export function renderMenu(compiled: CompiledFlow, opts: RenderMenuOptions): SpeechMenu {
+  const lang = resolveLanguage(compiled, opts.lang);
+  return buildMenu(compiled.nodes, {
+    lang,
+    render: (text) => renderTemplate(text, opts.vars),
+    hookUrl: opts.hookUrl,
+    ...(opts.hookHeaders ? { hookHeaders: opts.hookHeaders } : {}),
+    tokenFor: opts.tokenFor,
+  });
+}
+
+/** A follow-up message ready for the outbox (seed 2.3), `customerMessageId` aside. */
+export interface RenderedMessage {
+  type: SendMessage['type'];
+  text?: string;
+  from?: string;
+  to?: string;
+  ttl?: number;
+  dtSend?: string;
+  dtExpire?: string;
+  messageData?: Record<string, unknown>;
+  fallbacks?: Array<{
+    type: SendMessage['type'];
+    text?: string;
+    from?: string;
+    to?: string;
+    messageData?: Record<string, unknown>;
+  }>;
+}
+
+export interface MessageContext {
+  vars: Readonly<Record<string, unknown>>;
+  lang: string;
+  /** The callee: the default `to`. */
+  to?: string | null;
+  /** The call's sender: the default `from`. */
+  from?: string | null;
+}
+
+/** One value of a localized text, for `lang` (else the first given). */
+export function pickLanguage(value: Localized, lang: string): string {
+  if (typeof value === 'string') return value;
+  return value[lang] ?? Object.values(value)[0] ?? '';
+}
+
+/**
+ * A `send` template as a message: language picked, templates rendered, `to` and `from`
+ * defaulted to the callee and the call's sender.
+ *
+ * @example
+ * renderMessage({ type: 'sms', text: 'Hi {{name}}' }, { vars: { name: 'Ann' }, lang: 'en', to: '+380501234567' })
+ * // { type: 'sms', text: 'Hi Ann', to: '+380501234567' }
+ */
+export function renderMessage(template: SendMessage, ctx: MessageContext): RenderedMessage {
+  const { text, fallbacks, ...rest } = template;
+  const out: RenderedMessage = renderDeep(rest, ctx.vars);
+  if (text !== undefined) out.text = renderTemplate(pickLanguage(text, ctx.lang), ctx.vars);
+  if (out.to === undefined && ctx.to) out.to = ctx.to;
+  if (out.from === undefined && ctx.from) out.from = ctx.from;
+  if (fallbacks) {
+    out.fallbacks = fallbacks.map((fb) => {
+      const { text: fbText, ...fbRest } = fb;
+      const rendered: NonNullable<RenderedMessage['fallbacks']>[number] = renderDeep(
+        fbRest,
+        ctx.vars,
+      );
+      if (fbText !== undefined)
+        rendered.text = renderTemplate(pickLanguage(fbText, ctx.lang), ctx.vars);
+      if (rendered.to === undefined) rendered.to = out.to;
+      if (rendered.from === undefined) rendered.from = out.from;
+      return rendered;
+    });
+  }
+  return out;
+}

@@ -1,0 +1,277 @@
+/**
+ * The flow language (DESIGN.md, "The flow language") as one zod schema.
+ *
+ * The schema describes what a person writes in `flows/<id>.yaml`, nothing more: durations
+ * stay strings, prompts stay a string or a per-language map. Normalising is the compiler's
+ * job, so that the JSON Schema exported from here (`flowJsonSchema`) is exactly the input
+ * language an editor should complete.
+ *
+ * @example
+ * FlowDefinition.parse({ menus: { main: { intro: 'ivr_1', keys: { '1': ['hangup'] } } } });
+ */
+import { z } from 'zod';
+
+/** Keys a caller can press, in the order the compiler emits them. */
+export const FLOW_KEYS = ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '*', '#'] as const;
+export const FlowKey = z.enum(FLOW_KEYS);
+export type FlowKey = z.infer<typeof FlowKey>;
+
+/** Statuses of the call's own message (seed 3) that `on:` can react to. */
+export const CALL_STATUSES = [
+  'accepted',
+  'rejected',
+  'sent',
+  'delivered',
+  'read',
+  'failed',
+  'expired',
+] as const;
+export const CallStatus = z.enum(CALL_STATUSES);
+export type CallStatus = z.infer<typeof CallStatus>;
+
+/** Message types a `send` action may use: every seed type except the speech call itself. */
+export const SEND_TYPES = [
+  'sms',
+  'viber_service',
+  'viber_trans',
+  'viber_promo',
+  'viber_carousel',
+  'viber_survey',
+  'viber_otp',
+  'viber_session',
+  'flashcall_callback',
+  'flashcall',
+] as const;
+
+// Menu names end up in node ids (`main/v2/r1`), follow-up ids (`main:1:0`) and xstate state
+// keys, so '/', ':', '.' and '#' are kept out of them.
+export const MenuName = z
+  .string()
+  .regex(/^[A-Za-z][A-Za-z0-9_-]{0,63}$/, 'a menu name is a letter, then letters, digits, _ or -')
+  .meta({ id: 'MenuName', description: 'The name of a menu of this flow.' });
+
+export const ParamName = z
+  .string()
+  .regex(
+    /^[A-Za-z_][A-Za-z0-9_]{0,63}$/,
+    'a param name is a letter or _, then letters, digits or _',
+  );
+
+export const LanguageCode = z
+  .string()
+  .regex(/^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$/, 'a language is a code like en, uk or pt-BR');
+
+export const OutcomeName = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'an outcome is a word like confirmed or no-input')
+  .meta({ description: 'Recorded as the call outcome; the last one on the path wins.' });
+
+export const Duration = z
+  .string()
+  .regex(
+    /^\d+(\.\d+)?\s*(ms|s|m|h|d)$/,
+    'a duration is a number and a unit: 500ms, 8s, 30m, 2h, 1d',
+  )
+  .meta({
+    id: 'Duration',
+    description: 'A duration such as 500ms, 8s, 30m, 2h or 1d.',
+    examples: ['8s', '30m'],
+  });
+export type Duration = z.infer<typeof Duration>;
+
+/** A string for every language, or one per language code. */
+export const Localized = z
+  .union([z.string().min(1), z.record(LanguageCode, z.string().min(1))])
+  .meta({
+    id: 'Localized',
+    description: 'One value for all languages, or a map from language code to value.',
+  });
+export type Localized = z.infer<typeof Localized>;
+
+export const Prompt = Localized.meta({
+  id: 'Prompt',
+  description:
+    'Audio URL or provider identifier, the same for every language or one per language. `{{param}}` templates allowed.',
+});
+export type Prompt = z.infer<typeof Prompt>;
+
+export const ParamType = z
+  .enum(['string', 'number', 'integer', 'boolean', 'phone', 'date', 'url'])
+  .meta({ id: 'ParamType', description: 'phone is E.164 (normalised); date is YYYY-MM-DD.' });
+export type ParamType = z.infer<typeof ParamType>;
+
+export const ParamSpec = z.union([
+  ParamType,
+  z.strictObject({
+    type: ParamType,
+    optional: z.boolean().optional(),
+    default: z.union([z.string(), z.number(), z.boolean()]).optional(),
+    description: z.string().optional(),
+  }),
+]);
+export type ParamSpec = z.infer<typeof ParamSpec>;
+
+const SendFallback = z.strictObject({
+  type: z.enum(SEND_TYPES),
+  text: Localized.optional(),
+  from: z.string().optional(),
+  to: z.string().optional(),
+  messageData: z.record(z.string(), z.unknown()).optional(),
+});
+
+/** A seed message (2.3) to send as a follow-up; `to` defaults to the callee. */
+export const SendMessage = z
+  .strictObject({
+    type: z.enum(SEND_TYPES),
+    text: Localized.optional(),
+    from: z.string().optional().meta({ description: "Sender; defaults to the call's `from`." }),
+    to: z.string().optional().meta({ description: 'Recipient; defaults to the callee.' }),
+    ttl: z.number().int().positive().optional(),
+    dtSend: z.string().optional(),
+    dtExpire: z.string().optional(),
+    messageData: z.record(z.string(), z.unknown()).optional(),
+    fallbacks: z.array(SendFallback).optional(),
+  })
+  .meta({
+    id: 'SendMessage',
+    description: 'A message of the seed (2.3); strings may use `{{param}}` templates.',
+  });
+export type SendMessage = z.infer<typeof SendMessage>;
+
+const WebhookUrl = z.string().regex(/^https?:\/\/\S+$/, 'a webhook URL is an absolute http(s) URL');
+
+export const WebhookSpec = z.union([
+  WebhookUrl,
+  z.strictObject({
+    url: WebhookUrl,
+    body: z.record(z.string(), z.unknown()).optional(),
+    headers: z.record(z.string(), z.string()).optional(),
+  }),
+]);
+export type WebhookSpec = z.infer<typeof WebhookSpec>;
+
+export const GotoAction = z.strictObject({ goto: MenuName });
+export const OutcomeAction = z.strictObject({ outcome: OutcomeName });
+export const SendAction = z.strictObject({ send: SendMessage });
+export const WebhookActionSpec = z.strictObject({
+  webhook: WebhookSpec.meta({ description: 'Called by the provider itself, as given.' }),
+});
+export const HangupAction = z.literal('hangup');
+
+/** The action kinds by their key, so errors can name the one the author meant. */
+export const ACTION_KINDS = {
+  goto: GotoAction,
+  outcome: OutcomeAction,
+  send: SendAction,
+  webhook: WebhookActionSpec,
+} as const;
+
+export const Action = z
+  .union([HangupAction, GotoAction, OutcomeAction, SendAction, WebhookActionSpec])
+  .meta({ id: 'Action' });
+export type Action = z.infer<typeof Action>;
+
+export const ActionList = z
+  .array(Action)
+  .min(1, 'an action list needs at least one action')
+  .meta({ id: 'ActionList' });
+export type ActionList = z.infer<typeof ActionList>;
+
+/** What `on:` may do: the call is over or elsewhere, so no goto, hangup or menu webhook. */
+export const ReactionAction = z.union([OutcomeAction, SendAction]);
+export type ReactionAction = z.infer<typeof ReactionAction>;
+export const ReactionList = z.array(ReactionAction).min(1).meta({ id: 'ReactionList' });
+export type ReactionList = z.infer<typeof ReactionList>;
+
+export const Menu = z
+  .strictObject({
+    description: z.string().optional(),
+    intro: Prompt,
+    timeout: Duration.optional().meta({
+      description: 'How long to wait for a key (idleTimeoutMsec).',
+    }),
+    retries: z
+      .number()
+      .int()
+      .min(0)
+      .max(9)
+      .optional()
+      .meta({ description: 'How many more times a wrong key or silence replays the menu.' }),
+    reprompt: Prompt.optional().meta({ description: 'Played instead of intro on a retry.' }),
+    keys: z
+      .partialRecord(FlowKey, ActionList)
+      .optional()
+      .meta({ description: 'Actions per key: 0-9, * and # (quote them in YAML).' }),
+    wrong: ActionList.optional().meta({
+      description:
+        'Run on a wrong key or silence once the retries are used up; when absent, the call hangs up.',
+    }),
+  })
+  .meta({ id: 'Menu' });
+export type Menu = z.infer<typeof Menu>;
+
+export const Reactions = z.strictObject({
+  accepted: ReactionList.optional(),
+  rejected: ReactionList.optional(),
+  sent: ReactionList.optional(),
+  delivered: ReactionList.optional(),
+  read: ReactionList.optional(),
+  failed: ReactionList.optional(),
+  expired: ReactionList.optional(),
+  noResponse: z
+    .strictObject({ after: Duration, do: ReactionList })
+    .optional()
+    .meta({ description: 'A durable timer from call start, cancelled by the first key.' }),
+});
+export type Reactions = z.infer<typeof Reactions>;
+
+export const FlowDefinition = z
+  .strictObject({
+    $schema: z.string().optional(),
+    title: z.string().optional(),
+    description: z.string().optional(),
+    params: z.record(ParamName, ParamSpec).optional(),
+    languages: z
+      .array(LanguageCode)
+      .min(1)
+      .optional()
+      .meta({ description: "The call's `lang` picks prompts; the first is the default." }),
+    start: MenuName.optional().meta({ description: 'The first menu; default: the first listed.' }),
+    menus: z
+      .record(MenuName, Menu)
+      .refine((m) => Object.keys(m).length > 0, 'a flow needs at least one menu'),
+    on: Reactions.optional(),
+  })
+  .meta({
+    title: 'Switchboard flow',
+    description: 'An IVR flow: menus compiled to a provider speechcall menu and a state machine.',
+  });
+export type FlowDefinition = z.infer<typeof FlowDefinition>;
+
+/**
+ * The JSON Schema of the flow language, for editors (`flows/schema.json`).
+ *
+ * @example
+ * writeFileSync('flows/schema.json', JSON.stringify(flowJsonSchema(), null, 2));
+ */
+export function flowJsonSchema(): Record<string, unknown> {
+  // Named parts (`.meta({ id })`) become $defs, so editors show Menu, Action, ... by name.
+  return z.toJSONSchema(FlowDefinition, { target: 'draft-2020-12', io: 'input' }) as Record<
+    string,
+    unknown
+  >;
+}
+
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/**
+ * Milliseconds of a duration string.
+ *
+ * @example
+ * parseDuration('8s') // 8000
+ */
+export function parseDuration(value: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/.exec(value);
+  if (!m) throw new Error(`not a duration: ${value}`);
+  return Math.round(Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS]);
+}

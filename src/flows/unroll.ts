@@ -1,0 +1,188 @@
+/**
+ * Unrolling a flow's menus into the DAG the provider plays (DESIGN.md, "Static menus,
+ * compiled to a DAG").
+ *
+ * The provider keeps no counters, so each counter becomes a copy of a menu:
+ * - `retries: n` gives attempts 0..n of a menu; a wrong key or silence on attempt a goes to
+ *   attempt a+1 (which plays `reprompt` when there is one), and on the last attempt runs the
+ *   menu's `wrong` actions (a hangup when there are none, as the provider would do).
+ * - a goto that closes a cycle (see `backEdges`) continues in round v+1 of the target; gotos
+ *   that do not close a cycle stay in the round. Past round `maxVisits` the goto runs the
+ *   menu's `wrong` actions instead (and a goto among those that would also pass the limit
+ *   hangs up). Within a round every menu plays at most once, so every menu plays at most
+ *   `maxVisits` times in a call.
+ * - an action list that ends without a goto or hangup gets an explicit hangup: the seed does
+ *   not say what the provider does after the last action, so we leave it nothing to guess.
+ *
+ * A node is (menu, round, attempt); its id is `menu`, `menu/r1`, `menu/v2`, `menu/v2/r1`.
+ * Nodes are numbered breadth-first from the start, keys in emit order, `wrong` last; node 0
+ * is the start, as the provider plays `menu[0]` first.
+ */
+import { backEdges, edgeKey, effectiveActions, startMenu } from './graph.ts';
+import {
+  type Action,
+  FLOW_KEYS,
+  type FlowDefinition,
+  type FlowKey,
+  type Localized,
+  parseDuration,
+  type SendMessage,
+} from './schema.ts';
+
+export type NodeKey = FlowKey | 'wrong';
+/** Every key a compiled node may define, in emit order. */
+export const NODE_KEYS: readonly NodeKey[] = [...FLOW_KEYS, 'wrong'];
+
+export type CompiledAction =
+  | { type: 'goto'; node: string }
+  | { type: 'hangup' }
+  | { type: 'outcome'; name: string }
+  | { type: 'send'; message: SendMessage }
+  | {
+      type: 'webhook';
+      url: string;
+      body?: Record<string, unknown>;
+      headers?: Record<string, string>;
+    };
+
+export interface CompiledNode {
+  id: string;
+  /** Position in the provider's menu array. */
+  index: number;
+  menu: string;
+  /** Round, from 1: how many cycle-closing gotos led here, plus one. */
+  visit: number;
+  /** Attempt, from 0: how many wrong keys or silences in a row led here. */
+  attempt: number;
+  /** Intro per language (reprompt on a retry), templates not yet rendered. */
+  intro: Record<string, string>;
+  timeoutMs?: number;
+  /** Actions per key; `wrong` is always present, and every list ends in a goto or hangup. */
+  keys: Partial<Record<NodeKey, CompiledAction[]>>;
+}
+
+export interface UnrollOptions {
+  maxVisits: number;
+  /** Stop once the node count passes this (the count is then a lower bound). */
+  stopAfter: number;
+}
+
+export interface Unrolled {
+  nodes: CompiledNode[];
+  /** False when unrolling stopped at `stopAfter`. */
+  complete: boolean;
+}
+
+/** The id of a node, from its coordinates. */
+export function nodeId(menu: string, visit: number, attempt: number): string {
+  return `${menu}${visit > 1 ? `/v${visit}` : ''}${attempt > 0 ? `/r${attempt}` : ''}`;
+}
+
+/** A source action as a compiled one (goto excluded: it needs the unroller's context). */
+export function compileEffect(action: Exclude<Action, { goto: string }>): CompiledAction {
+  if (action === 'hangup') return { type: 'hangup' };
+  if ('outcome' in action) return { type: 'outcome', name: action.outcome };
+  if ('send' in action) return { type: 'send', message: action.send };
+  const spec = action.webhook;
+  if (typeof spec === 'string') return { type: 'webhook', url: spec };
+  return {
+    type: 'webhook',
+    url: spec.url,
+    ...(spec.body ? { body: spec.body } : {}),
+    ...(spec.headers ? { headers: spec.headers } : {}),
+  };
+}
+
+/** A prompt for each of the flow's languages. */
+export function localize(value: Localized, languages: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const lang of languages) {
+    out[lang] = typeof value === 'string' ? value : (value[lang] ?? value[languages[0]!] ?? '');
+  }
+  return out;
+}
+
+/**
+ * The unrolled DAG of a checked flow (unknown gotos are treated as hangups; the checks
+ * refuse such flows before this runs).
+ *
+ * @example
+ * unroll(flow, ['en'], { maxVisits: 3, stopAfter: 200 }).nodes.map((n) => n.id)
+ * // ['main', 'main/r1', 'reschedule', 'main/v2', ...]
+ */
+export function unroll(
+  flow: FlowDefinition,
+  languages: readonly string[],
+  opts: UnrollOptions,
+): Unrolled {
+  const back = backEdges(flow);
+  const nodes: CompiledNode[] = [];
+  const byId = new Map<string, CompiledNode>();
+  const queue: Array<[string, number, number]> = [];
+
+  const enqueue = (menu: string, visit: number, attempt: number): string => {
+    const id = nodeId(menu, visit, attempt);
+    if (!byId.has(id)) {
+      const m = flow.menus[menu]!;
+      const prompt = attempt > 0 && m.reprompt !== undefined ? m.reprompt : m.intro;
+      const node: CompiledNode = {
+        id,
+        index: nodes.length,
+        menu,
+        visit,
+        attempt,
+        intro: localize(prompt, languages),
+        ...(m.timeout !== undefined ? { timeoutMs: parseDuration(m.timeout) } : {}),
+        keys: {},
+      };
+      nodes.push(node);
+      byId.set(id, node);
+      queue.push([menu, visit, attempt]);
+    }
+    return id;
+  };
+
+  const resolve = (
+    menu: string,
+    visit: number,
+    actions: readonly Action[],
+    // a key's goto past the limit runs the menu's wrong actions; a goto among those hangs up
+    fallbackToWrong: boolean,
+  ): CompiledAction[] => {
+    const out: CompiledAction[] = [];
+    for (const action of effectiveActions(actions)) {
+      if (typeof action === 'object' && 'goto' in action) {
+        const target = action.goto;
+        if (!flow.menus[target]) return [...out, { type: 'hangup' }];
+        const round = back.has(edgeKey(menu, target)) ? visit + 1 : visit;
+        if (round <= opts.maxVisits) {
+          return [...out, { type: 'goto', node: enqueue(target, round, 0) }];
+        }
+        if (!fallbackToWrong) return [...out, { type: 'hangup' }];
+        const wrong = flow.menus[menu]!.wrong ?? ['hangup'];
+        return [...out, ...resolve(menu, visit, wrong, false)];
+      }
+      out.push(compileEffect(action));
+      if (action === 'hangup') return out;
+    }
+    out.push({ type: 'hangup' });
+    return out;
+  };
+
+  enqueue(startMenu(flow), 1, 0);
+  for (let i = 0; i < queue.length; i++) {
+    if (nodes.length > opts.stopAfter) return { nodes, complete: false };
+    const [menu, visit, attempt] = queue[i]!;
+    const m = flow.menus[menu]!;
+    const node = byId.get(nodeId(menu, visit, attempt))!;
+    for (const key of FLOW_KEYS) {
+      const actions = m.keys?.[key];
+      if (actions) node.keys[key] = resolve(menu, visit, actions, true);
+    }
+    node.keys.wrong =
+      attempt < (m.retries ?? 0)
+        ? [{ type: 'goto', node: enqueue(menu, visit, attempt + 1) }]
+        : resolve(menu, visit, m.wrong ?? ['hangup'], false);
+  }
+  return { nodes, complete: nodes.length <= opts.stopAfter };
+}
