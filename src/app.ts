@@ -6,25 +6,35 @@
  * const { app } = createApp({ config, database, logger });
  * const res = await app.request('/healthz');
  */
+
+import { randomBytes } from 'node:crypto';
 import { OpenAPIHono } from '@hono/zod-openapi';
 import type { Hono, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { requestId } from 'hono/request-id';
+import { callStatusHook, type EventDeps } from './calls/events.ts';
+import { createFlowRegistry, type FlowRegistry } from './calls/registry.ts';
+import type { StartDeps } from './calls/start.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Database } from './db/client.ts';
+import { apiAuth, documentApiAuth } from './http/api-auth.ts';
 import { docsRoutes } from './http/docs.ts';
 import type { AppEnv } from './http/env.ts';
 import { errorResponse, notFound, onError, validationHook } from './http/errors.ts';
 import { createMetrics, type Metrics, metricsMiddleware } from './http/metrics.ts';
+import { callRoutes } from './http/routes/calls.ts';
+import { flowRoutes } from './http/routes/flows.ts';
 import { hookRoutes } from './http/routes/hooks.ts';
 import { inboundRoutes } from './http/routes/inbound.ts';
 import { messageRoutes } from './http/routes/messages.ts';
+import { subjectRoutes } from './http/routes/subjects.ts';
 import { systemRoutes } from './http/routes/system.ts';
 import type { Logger } from './logger.ts';
 import { statusMapWith } from './messages/delivery-parse.ts';
 import { outboxDepth } from './messages/dispatcher.ts';
 import type { IngestDeps } from './messages/ingest.ts';
+import type { WebhookSecrets } from './privacy/webhook-secret.ts';
 
 export interface AppDeps {
   config: Config;
@@ -36,13 +46,22 @@ export interface AppDeps {
   sandbox?: Hono;
   /** told when messages were queued, so this instance's dispatcher sends them at once */
   onQueued?: () => void;
+  /** the flows (default: the files in config.flowsDir) */
+  flows?: FlowRegistry;
+  /**
+   * Speech-call token secrets (src/privacy/webhook-secret.ts). The server always passes the
+   * configured or stored ones; without them (tests) the app makes a random one of its own.
+   */
+  secrets?: WebhookSecrets;
 }
 
 export const VERSION = '0.1.0';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
-// 5000 messages of a few KiB each; the hooks take arrays of events as large
+// 5000 messages of up to ~6 KiB each (a 10-part SMS with a fallback is ~3.5 KiB), 10 000
+// calls of ~3 KiB each, callbacks carrying 5000 events; everything else: 1 MiB
+// (test/http/limits.test.ts holds these sizes)
 const LARGE_BODY = 32 * MiB;
 const DEFAULT_BODY = 1 * MiB;
 
@@ -58,7 +77,10 @@ function bodyLimits(): MiddlewareHandler<AppEnv> {
   return (c, next) => {
     const path = c.req.path;
     const big =
-      path === '/v1/messages' || path.startsWith('/hooks/') || path.startsWith('/sandbox/');
+      path === '/v1/messages' ||
+      path === '/v1/calls/batch' ||
+      path.startsWith('/hooks/') ||
+      path.startsWith('/sandbox/');
     return (big ? large : small)(c, next);
   };
 }
@@ -85,16 +107,32 @@ export function createApp(deps: AppDeps) {
   const clock = deps.clock ?? systemClock;
   const db = deps.database.db;
   const metrics = deps.metrics ?? createMetrics(() => outboxDepth(db));
+  const flows = deps.flows ?? createFlowRegistry(deps.config.flowsDir);
+  const secret = { id: 'local', key: randomBytes(32) };
+  const secrets = deps.secrets ?? { signing: secret, verifying: [secret] };
+  const calls: StartDeps & EventDeps = {
+    db,
+    clock,
+    flows,
+    maxSmsParts: deps.config.maxSmsParts,
+    signingSecret: secrets.signing,
+    verifyingSecrets: secrets.verifying,
+    hookUrl: `${deps.config.publicUrl}/hooks/speechcall`,
+    ...(deps.onQueued && { onQueued: deps.onQueued }),
+  };
   const ingest: IngestDeps = {
     db,
     clock,
     statusMap: statusMapWith(deps.config.deliveryStatusMap),
+    onRecorded: callStatusHook(calls),
   };
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
 
   app.use('*', requestId());
   app.use('*', requestLogger(deps.logger));
   app.use('*', metricsMiddleware(metrics));
+  // before the body limit: a request without the token is refused before its body is read
+  app.use('*', apiAuth(deps.config.apiTokens));
   app.use('*', bodyLimits());
   app.onError(onError);
   app.notFound(notFound);
@@ -110,9 +148,13 @@ export function createApp(deps: AppDeps) {
     }),
   );
   app.route('/', inboundRoutes({ db }));
-  app.route('/', hookRoutes({ config: deps.config, ingest, metrics }));
+  app.route('/', subjectRoutes({ db, clock }));
+  app.route('/', callRoutes(calls));
+  app.route('/', flowRoutes({ db, flows }));
+  app.route('/', hookRoutes({ config: deps.config, ingest, calls, metrics }));
   if (deps.sandbox) app.route('/sandbox', deps.sandbox);
 
+  documentApiAuth(app); // after every route is mounted
   app.doc31('/openapi.json', {
     openapi: '3.1.0',
     info: {
@@ -124,12 +166,15 @@ export function createApp(deps: AppDeps) {
     tags: [
       { name: 'system', description: 'liveness, readiness, metrics' },
       { name: 'messages', description: 'outbound messages and their timelines' },
+      { name: 'calls', description: 'calls started from flows, their paths and timelines' },
+      { name: 'flows', description: 'the IVR flows, compiled, with diagrams and statistics' },
       { name: 'inbound', description: 'incoming Viber messages' },
+      { name: 'privacy', description: 'erasing what is held about a person' },
       { name: 'hooks', description: 'callbacks from the provider' },
     ],
   });
   app.route('/', docsRoutes());
-  return { app, metrics, ingest };
+  return { app, metrics, ingest, calls };
 }
 
 export type App = ReturnType<typeof createApp>['app'];

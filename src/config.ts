@@ -90,6 +90,18 @@ const EnvSchema = z.object({
   ),
   POLL_AFTER_SECONDS: positiveInt(900),
   POLL_EVERY_SECONDS: positiveInt(300),
+  // unset keeps everything forever; 0 is refused rather than read as "delete at once"
+  RETENTION_DAYS: optionalString.transform((v, ctx) => {
+    if (v === undefined) return undefined;
+    if (!/^\d+$/.test(v) || Number(v) < 1) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `must be a whole number of days, at least 1 (unset keeps data forever), got "${v}"`,
+      });
+      return z.NEVER;
+    }
+    return Number(v);
+  }),
 });
 
 function safeJson(v: string): Record<string, unknown> | undefined {
@@ -127,6 +139,8 @@ export interface Config {
   /** poll the provider about messages with no final status after this long */
   pollAfterMs: number;
   pollEveryMs: number;
+  /** raw callbacks, message texts and events older than this many days are removed; unset: kept */
+  retentionDays: number | undefined;
 }
 
 /** A configuration problem, naming the variable and the rule it broke. */
@@ -179,5 +193,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     dispatchBatchSize: e.DISPATCH_BATCH_SIZE,
     pollAfterMs: e.POLL_AFTER_SECONDS * 1000,
     pollEveryMs: e.POLL_EVERY_SECONDS * 1000,
+    retentionDays: e.RETENTION_DAYS,
   };
 }

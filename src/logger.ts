@@ -1,26 +1,114 @@
 /**
- * pino, configured once. Secrets never reach a log line: the redact list removes the
- * usual places they travel in (auth headers, tokens, passwords, message texts).
+ * pino, configured once, so that no call site has to remember what may not be logged:
+ * - secrets (tokens, passwords, keys, authorization headers, cookies) and content (message
+ *   texts, raw callback bodies, payloads, menus, call vars) are replaced by `[redacted]`
+ *   under their key, at any depth, in log objects, child bindings and errors;
+ * - phone numbers are masked to their last four digits (`+********4567`) unless `logPii`:
+ *   E.164 numbers anywhere in the line (messages, paths, error texts, also `%2B`-encoded),
+ *   and bare digit strings under phone-like keys (`to`, `from`, `phone`, ...);
+ * - bearer tokens and `token=`-like query parameters inside strings are cut out.
+ *
+ * @example
+ * const logger = createLogger({ level: config.logLevel, logPii: config.logPii });
+ * logger.info({ to: '+380501234567', text: 'Hi' }, 'sent'); // {"to":"+********4567","text":"[redacted]",...}
  */
 import { pino } from 'pino';
 
 export type Logger = pino.Logger;
 
-const REDACT = [
-  'req.headers.authorization',
-  'req.headers["x-authorization-key"]',
-  'req.headers["x-callback-token"]',
-  'req.headers.cookie',
-  '*.password',
-  '*.token',
-  '*.apiKey',
-  '*.text',
-];
+export interface LoggerOptions {
+  level: string;
+  /** keep phone numbers whole (LOG_PII=true); secrets and texts are removed regardless */
+  logPii?: boolean;
+}
 
-/** Creates the process logger (JSON lines on stdout). */
-export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
+const REDACTED = '[redacted]';
+
+// secrets, by the end of their key: apiToken, callbackToken, x-callback-token, webhookSecret, ...
+const SECRET_KEY = /(token|secret|password|passwd|authorization|api[-_]?key|cookie|signature)$/i;
+// what people wrote or what carries it: texts, raw bodies, payloads, menus, flow vars
+const CONTENT_KEY = /^(text|texts|body|rawbody|payload|messagedata|menu|vars)$/i;
+// keys whose bare digit strings are phone numbers
+const PHONE_KEY = /^(to|from|phone|msisdn|recipient|sender|caller|callee|number|subject)$/i;
+
+const E164_IN_TEXT = /(\+|%2B)(\d{3,11})(\d{4})(?!\d)/gi;
+const BARE_PHONE = /^\d{6,11}(\d{4})$/;
+const BEARER_IN_TEXT = /\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/gi;
+const SECRET_PARAM_IN_TEXT =
+  /([?&;](?:token|access_token|api_key|apikey|key|password|secret|signature)=)[^&\s"#]+/gi;
+
+/**
+ * `+380501234567` -> `+********4567`: the last four digits stay, so a support engineer can
+ * still tell two numbers apart.
+ *
+ * @example
+ * maskPhone('+380501234567') // '+********4567'
+ */
+export function maskPhone(value: string): string {
+  return value.replace(E164_IN_TEXT, (_m, plus: string, head: string, tail: string) => {
+    return `${plus}${'*'.repeat(head.length)}${tail}`;
+  });
+}
+
+/** Credentials and (unless `logPii`) phone numbers cut out of free text, such as a whole log line. */
+export function scrubText(value: string, logPii = false): string {
+  const out = value
+    .replace(BEARER_IN_TEXT, `$1 ${REDACTED}`)
+    .replace(SECRET_PARAM_IN_TEXT, `$1${REDACTED}`);
+  return logPii ? out : maskPhone(out);
+}
+
+function scrubString(value: string, logPii: boolean, phoneKey: boolean): string {
+  let out = scrubText(value, logPii);
+  if (!logPii) {
+    if (phoneKey) {
+      const bare = out.match(BARE_PHONE);
+      if (bare) out = `${'*'.repeat(out.length - 4)}${bare[1]}`;
+    }
+  }
+  return out;
+}
+
+const MAX_DEPTH = 8;
+
+/** A copy of `value` with secrets and content removed and phone numbers masked. */
+export function scrubLogValue(value: unknown, logPii = false, key = '', depth = 0): unknown {
+  if (key !== '' && (SECRET_KEY.test(key) || CONTENT_KEY.test(key))) {
+    return value === undefined || value === null ? value : REDACTED;
+  }
+  if (typeof value === 'string') return scrubString(value, logPii, PHONE_KEY.test(key));
+  if (typeof value !== 'object' || value === null) return value;
+  if (depth >= MAX_DEPTH) return '[too deep]';
+  if (value instanceof Error) {
+    return scrubLogValue(pino.stdSerializers.err(value), logPii, key, depth + 1);
+  }
+  if (Array.isArray(value)) return value.map((v) => scrubLogValue(v, logPii, key, depth + 1));
+  if (value instanceof Date) return value;
+  if (Buffer.isBuffer(value)) return `[${value.length} bytes]`;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = scrubLogValue(v, logPii, k, depth + 1);
+  return out;
+}
+
+/**
+ * Creates the process logger (JSON lines on stdout, or on `destination`). Takes the level, or
+ * the level and whether phone numbers may be logged whole.
+ */
+export function createLogger(
+  options: string | LoggerOptions,
+  destination?: pino.DestinationStream,
+): Logger {
+  const { level, logPii = false } = typeof options === 'string' ? { level: options } : options;
+  const scrubObject = (obj: Record<string, unknown>) =>
+    scrubLogValue(obj, logPii) as Record<string, unknown>;
   return pino(
-    { level, redact: { paths: REDACT, censor: '[redacted]' }, base: { service: 'switchboard' } },
+    {
+      level,
+      base: { service: 'switchboard' },
+      formatters: { log: scrubObject, bindings: scrubObject },
+      // the last line of defence: the message string itself, whoever wrote it
+      hooks: { streamWrite: (line) => scrubText(line, logPii) },
+    },
     destination,
   );
 }

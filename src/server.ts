@@ -6,6 +6,7 @@
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { createApp } from './app.ts';
+import { createFlowRegistry } from './calls/registry.ts';
 import { systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import { type Database, openDatabase } from './db/client.ts';
@@ -13,6 +14,7 @@ import { migrateDatabase } from './db/migrate.ts';
 import { createMetrics } from './http/metrics.ts';
 import type { Logger } from './logger.ts';
 import { outboxDepth } from './messages/dispatcher.ts';
+import { loadWebhookSecrets } from './privacy/webhook-secret.ts';
 import { createProviderClient, type ProviderAuth } from './provider/client.ts';
 import { type CreateSandboxOptions, createSandbox, type Sandbox } from './sandbox/app.ts';
 import { startWorkers } from './workers.ts';
@@ -101,8 +103,23 @@ export async function startServer(
     },
   });
 
+  const flows = createFlowRegistry(config.flowsDir);
+  const loaded = await flows.list();
+  for (const flow of loaded) {
+    if (flow.errors.length > 0) {
+      logger.warn(
+        { flow: flow.id, errors: flow.errors.length },
+        'flow has errors; it cannot start calls',
+      );
+    }
+  }
+  logger.info({ flows: loaded.map((f) => f.id), dir: config.flowsDir }, 'flows loaded');
+  const secrets = await loadWebhookSecrets(database.db, config);
+
   let workers: ReturnType<typeof startWorkers> | undefined;
-  const { app, ingest } = createApp({
+  const { app, ingest, calls } = createApp({
+    flows,
+    secrets,
     config: { ...config, publicUrl },
     database,
     logger,
@@ -118,6 +135,7 @@ export async function startServer(
     logger,
     metrics,
     ingest,
+    calls,
     dispatch: { batchSize: config.dispatchBatchSize },
     poll: { afterMs: config.pollAfterMs, everyMs: config.pollEveryMs },
   });

@@ -3,6 +3,7 @@
  * (leader only) and the attachment of early callbacks (any instance). Each is a loop over the
  * database: Postgres holds all state, so stopping or killing the process loses nothing.
  */
+import { callDispatchHook, type EventDeps, fireDueTimers } from './calls/events.ts';
 import type { Clock } from './clock.ts';
 import type { Database, LeaderLock } from './db/client.ts';
 import type { Metrics } from './http/metrics.ts';
@@ -24,6 +25,8 @@ export interface WorkerDeps {
   ingest: IngestDeps;
   dispatch: DispatchOptions;
   poll: { afterMs: number; everyMs: number };
+  /** the call runtime: dispatcher answers for call messages, durable timers */
+  calls: EventDeps;
 }
 
 export interface Workers {
@@ -98,6 +101,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
         provider: deps.provider,
         clock: deps.clock,
         logger,
+        onRecorded: callDispatchHook(deps.calls),
         onDispatched: (accepted, rejected) => {
           deps.metrics.dispatched.inc({ result: 'accepted' }, accepted);
           deps.metrics.dispatched.inc({ result: 'rejected' }, rejected);
@@ -116,18 +120,24 @@ export function startWorkers(deps: WorkerDeps): Workers {
   );
   const poller = loop('poller', logger, 5000, async () => {
     if (!wasLeader) return false;
-    return (
-      (await pollOnce(
-        { ...deps, db: deps.database.db, statusMap: deps.ingest.statusMap },
-        deps.poll,
-      )) > 0
+    const polled = await pollOnce(
+      {
+        ...deps,
+        db: deps.database.db,
+        statusMap: deps.ingest.statusMap,
+        ...(deps.ingest.onRecorded && { onRecorded: deps.ingest.onRecorded }),
+      },
+      deps.poll,
     );
+    return polled > 0;
   });
+  // durable timers: any instance may fire them (SKIP LOCKED), after a restart too
+  const timers = loop('timers', logger, 500, async () => (await fireDueTimers(deps.calls)) > 0);
 
   return {
     wake: () => dispatcher.wake(),
     async stop() {
-      await Promise.all([dispatcher.stop(), attacher.stop(), poller.stop()]);
+      await Promise.all([dispatcher.stop(), attacher.stop(), poller.stop(), timers.stop()]);
       await leader.release();
     },
   };

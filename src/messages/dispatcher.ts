@@ -29,6 +29,14 @@ export interface DispatchDeps {
   logger: Logger;
   /** called with how many messages were accepted and rejected, for metrics */
   onDispatched?: (accepted: number, rejected: number) => void;
+  /**
+   * Runs inside the transaction that recorded the provider's answers (the call runtime feeds
+   * its machines the call messages' `accepted` or `rejected`).
+   */
+  onRecorded?: (
+    tx: Tx,
+    outcomes: { id: string; status: 'accepted' | 'rejected' }[],
+  ) => Promise<void>;
 }
 
 export interface DispatchOptions {
@@ -214,9 +222,8 @@ export async function dispatchOnce(
           where id in (select value::bigint from jsonb_array_elements_text(${ids}::jsonb))`);
       }
       if (giveUp.length > 0) {
-        await recordOutcomes(
-          tx,
-          giveUp.map((c) => ({
+        const rejected = giveUp.map(
+          (c): Outcome => ({
             id: c.message_id,
             status: 'rejected',
             providerMessageId: null,
@@ -227,9 +234,10 @@ export async function dispatchOnce(
               message: `gave up after ${maxAttempts} attempts: ${message}`,
             },
             text: null,
-          })),
-          now,
+          }),
         );
+        await recordOutcomes(tx, rejected, now);
+        await deps.onRecorded?.(tx, rejected);
       }
       return {
         claimed: claimed.length,
@@ -240,6 +248,7 @@ export async function dispatchOnce(
     }
     const outcomes = outcomesFrom(claimed, responses);
     await recordOutcomes(tx, outcomes, now);
+    await deps.onRecorded?.(tx, outcomes);
     const accepted = outcomes.filter((o) => o.status === 'accepted').length;
     return { claimed: claimed.length, accepted, rejected: outcomes.length - accepted, failed: 0 };
   });

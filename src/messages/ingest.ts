@@ -10,6 +10,7 @@ import type { Clock } from '../clock.ts';
 import { type Db, rowsOf, type Tx } from '../db/client.ts';
 import { inboundMessages, inbox, messages, pendingEvents } from '../db/schema/index.ts';
 import { uuidv7 } from '../ids.ts';
+import { dropErasedEvents } from '../privacy/erased.ts';
 import {
   type DeliveryEvent,
   parseDeliveryBody,
@@ -40,6 +41,8 @@ export interface IngestResult {
   events: number;
   matched: number;
   pending: number;
+  /** events about erased messages (DELETE /v1/subjects), acknowledged and not kept */
+  dropped?: number;
   problems: string[];
 }
 
@@ -158,9 +161,16 @@ export async function ingestDelivery(deps: IngestDeps, raw: RawCallback): Promis
       groups.set(id, list);
     }
     await applyGrouped(deps, tx, groups, now);
-    if (unmatched.length > 0) {
+    // events about erased messages are dropped, not kept to be attached (privacy/erased.ts)
+    const { kept, dropped } = await dropErasedEvents(tx, {
+      inboxId,
+      body: raw.body,
+      events: parsed.events.length,
+      unmatched,
+    });
+    if (kept.length > 0) {
       await tx.insert(pendingEvents).values(
-        unmatched.map((e) => ({
+        kept.map((e) => ({
           inboxId,
           customerMessageId: e.customerMessageId ?? null,
           providerMessageId: e.providerMessageIds[0] ?? null,
@@ -174,10 +184,11 @@ export async function ingestDelivery(deps: IngestDeps, raw: RawCallback): Promis
     const outcome = {
       events: parsed.events.length,
       matched: parsed.events.length - unmatched.length,
-      pending: unmatched.length,
+      pending: kept.length,
+      ...(dropped > 0 && { dropped }),
       problems: parsed.problems,
     };
-    await tx.update(inbox).set({ outcome, pending: unmatched.length }).where(eq(inbox.id, inboxId));
+    await tx.update(inbox).set({ outcome, pending: kept.length }).where(eq(inbox.id, inboxId));
     return { duplicate: false, inboxId, ...outcome };
   });
 }

@@ -8,6 +8,7 @@ import type { Clock } from '../clock.ts';
 import { type Db, rowsOf } from '../db/client.ts';
 import type { Logger } from '../logger.ts';
 import { normaliseWord, type StatusMap } from './delivery-parse.ts';
+import type { OnRecorded } from './ingest.ts';
 import { recordEvents } from './timeline.ts';
 
 export interface StatusLookup {
@@ -20,6 +21,8 @@ export interface PollDeps {
   clock: Clock;
   logger: Logger;
   statusMap: StatusMap;
+  /** the call runtime's hook, run in the transaction that recorded the status */
+  onRecorded?: OnRecorded;
 }
 
 export interface PollOptions {
@@ -63,21 +66,18 @@ export async function pollOnce(deps: PollDeps, opts: PollOptions): Promise<numbe
       // only news goes on the timeline: a poll that confirms what we know adds nothing
       if (status === m.status) return;
       const at = deps.clock.now();
-      await deps.db.transaction((tx) =>
-        recordEvents(
-          tx,
-          m.id,
-          [
-            {
-              status,
-              source: 'poll',
-              at,
-              detail: { providerStatus: answer.status, response: answer.raw },
-            },
-          ],
+      const events = [
+        {
+          status,
+          source: 'poll' as const,
           at,
-        ),
-      );
+          detail: { providerStatus: answer.status, response: answer.raw },
+        },
+      ];
+      await deps.db.transaction(async (tx) => {
+        const result = await recordEvents(tx, m.id, events, at);
+        if (result && deps.onRecorded) await deps.onRecorded(tx, result, events);
+      });
     }),
   );
   return due.length;

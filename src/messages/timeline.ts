@@ -30,6 +30,9 @@ export interface RecordResult {
   messageId: string;
   before: MessageStatus;
   after: MessageStatus;
+  /** the call the message belongs to, and its role there */
+  callId: string | null;
+  role: string | null;
 }
 
 function fallbacksOf(payload: unknown): number {
@@ -67,7 +70,12 @@ export async function recordEvents(
   now: Date,
 ): Promise<RecordResult | undefined> {
   const [row] = await tx
-    .select({ status: messages.status, payload: messages.payload })
+    .select({
+      status: messages.status,
+      payload: messages.payload,
+      callId: messages.callId,
+      role: messages.role,
+    })
     .from(messages)
     .where(eq(messages.id, messageId))
     .for('update');
@@ -101,7 +109,7 @@ export async function recordEvents(
   if (after !== before) set.status = after;
   if (deliveredVia) set.deliveredVia = deliveredVia;
   await tx.update(messages).set(set).where(eq(messages.id, messageId));
-  return { messageId, before, after };
+  return { messageId, before, after, callId: row.callId, role: row.role };
 }
 
 /** SQL for a status's rank, mirroring status.ts, for set-based updates of many rows. */

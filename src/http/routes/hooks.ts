@@ -6,7 +6,9 @@
  */
 import { z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
+import { type EventDeps, ingestSpeechWebhook } from '../../calls/events.ts';
 import type { Config } from '../../config.ts';
+import { AppError } from '../../errors.ts';
 import type { IngestDeps, IngestResult, RawCallback } from '../../messages/ingest.ts';
 import { ingestDelivery, ingestViber } from '../../messages/ingest.ts';
 import { ErrorBody } from '../../messages/views.ts';
@@ -39,7 +41,12 @@ const DELIVERY_EXAMPLE = {
   channel: 'sms',
 };
 
-export function hookRoutes(deps: { config: Config; ingest: IngestDeps; metrics: Metrics }) {
+export function hookRoutes(deps: {
+  config: Config;
+  ingest: IngestDeps;
+  calls: EventDeps;
+  metrics: Metrics;
+}) {
   const app = newRouter();
   const tokens = deps.config.callbackToken ? [deps.config.callbackToken] : [];
 
@@ -73,6 +80,23 @@ export function hookRoutes(deps: { config: Config; ingest: IngestDeps; metrics: 
     };
 
   app.post('/hooks/delivery', handle('delivery', ingestDelivery));
+  app.post('/hooks/speechcall', async (c) => {
+    const raw = { contentType: c.req.header('content-type'), body: await c.req.text() };
+    let result: Awaited<ReturnType<typeof ingestSpeechWebhook>>;
+    try {
+      result = await ingestSpeechWebhook(deps.calls, raw);
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'UNAUTHORIZED') {
+        deps.metrics.callbacks.inc({ kind: 'speechcall', outcome: 'unauthorized' });
+      }
+      throw err;
+    }
+    deps.metrics.callbacks.inc({
+      kind: 'speechcall',
+      outcome: result.duplicate ? 'duplicate' : 'stored',
+    });
+    return c.json({ received: true as const, ...result }, 200);
+  });
   app.post('/hooks/viber', handle('viber', ingestViber));
 
   // documented whether or not this deployment sets CALLBACK_TOKEN: it says how to send one
@@ -146,6 +170,64 @@ export function hookRoutes(deps: { config: Config; ingest: IngestDeps; metrics: 
       },
     },
     ...common,
+  });
+  app.openAPIRegistry.registerPath({
+    method: 'post',
+    path: '/hooks/speechcall',
+    tags: ['hooks'],
+    summary:
+      'Speech-call webhooks (seed 2.9): one per key pressed, from the tracking webhook of the menu',
+    description:
+      'The body is `{from, to, mid, action}`; `action.token` is the signed token Switchboard put in the menu, naming call, node and key. A missing, forged or altered token (or one from another call) gets 401. Exact duplicates change nothing; a webhook for a node the call has not reached yet is held and applied when it gets there.',
+    request: {
+      body: {
+        content: {
+          'application/json': {
+            schema: z.object({
+              from: z.string().optional(),
+              to: z.string().optional(),
+              mid: z.string().optional(),
+              action: z.object({ token: z.string() }).loose(),
+            }),
+            example: {
+              from: 'Clinic',
+              to: '+380501234567',
+              mid: 'f3b0c2d4',
+              action: { token: 'v1.k1.eyJjIjoi...' },
+            },
+          },
+        },
+      },
+    },
+    responses: {
+      200: {
+        description: 'stored and applied (or held, or a duplicate)',
+        content: {
+          'application/json': {
+            schema: z
+              .object({
+                received: z.literal(true),
+                duplicate: z.boolean(),
+                result: z
+                  .enum(['applied', 'held', 'duplicate', 'stale', 'unknown-call'])
+                  .optional(),
+                callId: z.string().optional(),
+                node: z.string().optional(),
+                key: z.string().optional(),
+              })
+              .meta({ id: 'SpeechHookAnswer' }),
+          },
+        },
+      },
+      401: {
+        description: 'missing, forged or altered token',
+        content: { 'application/json': { schema: ErrorBody } },
+      },
+      503: {
+        description: 'the database is down: nothing was stored, retry',
+        content: { 'application/json': { schema: ErrorBody } },
+      },
+    },
   });
   app.openAPIRegistry.registerComponent('securitySchemes', 'callbackBearer', {
     type: 'http',

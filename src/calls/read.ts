@@ -1,0 +1,242 @@
+/**
+ * Reading calls back: one call with its path, messages and timeline; lists; flow statistics.
+ *
+ * @example
+ * const call = await getCall(db, id);
+ * call.path // [{ menu: 'main', attempt: 1, key: '1', at: '...' }]
+ */
+import { and, asc, desc, eq, gte, lt, type SQL } from 'drizzle-orm';
+import { z } from 'zod';
+import type { Db, Queryable } from '../db/client.ts';
+import { type CallRow, callEvents, calls, flowStats, messages } from '../db/schema/index.ts';
+import { AppError } from '../errors.ts';
+import { isUuid } from '../ids.ts';
+import { decodeCursor, encodeCursor } from '../messages/read.ts';
+import { CALL_STATES } from './runtime.ts';
+
+export const CallPathStep = z
+  .object({
+    node: z
+      .string()
+      .meta({ description: 'the unrolled menu node (a retry or revisit has its own)' }),
+    menu: z.string().meta({ example: 'main' }),
+    attempt: z
+      .number()
+      .int()
+      .meta({ description: '1 for the first play, 2 for the first retry, ...' }),
+    key: z.string().meta({ example: '1' }),
+    at: z.string(),
+  })
+  .meta({ id: 'CallPathStep' });
+
+export const CallMessage = z
+  .object({
+    id: z.string(),
+    customerMessageId: z.string(),
+    role: z.enum(['call', 'follow-up']),
+    type: z.string(),
+    to: z.string(),
+    status: z.string(),
+    deliveredVia: z.string().nullable(),
+    createdAt: z.string(),
+  })
+  .meta({ id: 'CallMessage' });
+
+export const CallTimelineEvent = z
+  .object({
+    kind: z.string().meta({
+      description:
+        'key, outcome, follow-up, follow-up-rejected, webhook, hangup, status, held, ignored, timer-started, timer-cancelled, timer-fired',
+    }),
+    at: z.string(),
+    node: z.string().nullable(),
+    key: z.string().nullable(),
+    detail: z.unknown().optional(),
+  })
+  .meta({ id: 'CallTimelineEvent' });
+
+export const CallSummary = z
+  .object({
+    id: z.string(),
+    flow: z.string(),
+    flowVersion: z.string(),
+    to: z.string(),
+    from: z.string(),
+    lang: z.string(),
+    state: z.enum(CALL_STATES),
+    outcome: z.string().nullable(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+    endedAt: z.string().nullable(),
+  })
+  .meta({ id: 'CallSummary' });
+export type CallSummary = z.infer<typeof CallSummary>;
+
+export const CallView = CallSummary.extend({
+  vars: z.record(z.string(), z.unknown()),
+  /** where the machine is waiting now (null once the menu ended) */
+  node: z.string().nullable(),
+  path: z.array(CallPathStep),
+  messages: z.array(CallMessage),
+  timeline: z.array(CallTimelineEvent),
+}).meta({ id: 'Call' });
+export type CallView = z.infer<typeof CallView>;
+
+export const CallList = z
+  .object({ items: z.array(CallSummary), nextCursor: z.string().nullable() })
+  .meta({ id: 'CallList' });
+
+function toSummary(row: CallRow): CallSummary {
+  return {
+    id: row.id,
+    flow: row.flowId,
+    flowVersion: row.flowVersion,
+    to: row.to,
+    from: row.from,
+    lang: row.lang,
+    state: row.state as CallSummary['state'],
+    outcome: row.outcome,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+    endedAt: row.endedAt?.toISOString() ?? null,
+  };
+}
+
+async function readCall(tx: Queryable, id: string): Promise<CallView> {
+  const [row] = isUuid(id) ? await tx.select().from(calls).where(eq(calls.id, id)) : [];
+  if (!row) throw new AppError('NOT_FOUND', `no call with id "${id}"`);
+  const events = await tx
+    .select()
+    .from(callEvents)
+    .where(eq(callEvents.callId, id))
+    .orderBy(asc(callEvents.at), asc(callEvents.id));
+  const msgs = await tx
+    .select()
+    .from(messages)
+    .where(eq(messages.callId, id))
+    .orderBy(asc(messages.id));
+  const snapshot = row.snapshot as { value?: unknown };
+  return {
+    ...toSummary(row),
+    vars: row.vars as Record<string, unknown>,
+    node: typeof snapshot.value === 'string' && snapshot.value !== '$end' ? snapshot.value : null,
+    path: events
+      .filter((e) => e.kind === 'key')
+      .map((e) => ({
+        node: e.node!,
+        menu: e.menu!,
+        attempt: e.attempt ?? 1,
+        key: e.key!,
+        at: e.at.toISOString(),
+      })),
+    messages: msgs.map((m) => ({
+      id: m.id,
+      customerMessageId: m.customerMessageId,
+      role: m.role === 'call' ? 'call' : 'follow-up',
+      type: m.type,
+      to: m.to,
+      status: m.status,
+      deliveredVia: m.deliveredVia,
+      createdAt: m.createdAt.toISOString(),
+    })),
+    timeline: events.map((e) => ({
+      kind: e.kind,
+      at: e.at.toISOString(),
+      node: e.node,
+      key: e.key,
+      ...(e.detail != null && { detail: e.detail }),
+    })),
+  };
+}
+
+/** One call, read in one snapshot (its state agrees with its timeline). */
+export async function getCall(db: Db, id: string): Promise<CallView> {
+  return db.transaction((tx) => readCall(tx, id), {
+    isolationLevel: 'repeatable read',
+    accessMode: 'read only',
+  });
+}
+
+export interface CallFilter {
+  flow?: string | undefined;
+  to?: string | undefined;
+  state?: string | undefined;
+  outcome?: string | undefined;
+  since?: Date | undefined;
+  limit?: number | undefined;
+  cursor?: string | undefined;
+}
+
+/** Newest first, keyset pages by id (UUIDv7). */
+export async function listCalls(db: Queryable, filter: CallFilter) {
+  const limit = filter.limit ?? 50;
+  const where: SQL[] = [];
+  if (filter.flow) where.push(eq(calls.flowId, filter.flow));
+  if (filter.to) where.push(eq(calls.to, filter.to));
+  if (filter.state) where.push(eq(calls.state, filter.state));
+  if (filter.outcome) where.push(eq(calls.outcome, filter.outcome));
+  if (filter.since) where.push(gte(calls.createdAt, filter.since));
+  if (filter.cursor) where.push(lt(calls.id, decodeCursor(filter.cursor)));
+  const rows = await db
+    .select()
+    .from(calls)
+    .where(and(...where))
+    .orderBy(desc(calls.id))
+    .limit(limit + 1);
+  const page = rows.slice(0, limit);
+  return {
+    items: page.map(toSummary),
+    nextCursor: rows.length > limit && page.length > 0 ? encodeCursor(page.at(-1)!.id) : null,
+  };
+}
+
+export const FlowStats = z
+  .object({
+    flow: z.string(),
+    started: z.number().int(),
+    nodes: z.record(
+      z.string(),
+      z.object({
+        visits: z.number().int(),
+        keys: z.record(z.string(), z.number().int()),
+        hangups: z.number().int(),
+      }),
+    ),
+    failures: z.record(z.string(), z.number().int()),
+    outcomes: z.record(z.string(), z.number().int()),
+  })
+  .meta({ id: 'FlowStats' });
+export type FlowStats = z.infer<typeof FlowStats>;
+
+/** GET /v1/flows/{id}/stats: the aggregate counters (they outlive retention and erasure). */
+export async function flowStatsOf(db: Queryable, flowId: string): Promise<FlowStats> {
+  const rows = await db.select().from(flowStats).where(eq(flowStats.flowId, flowId));
+  const out: FlowStats = { flow: flowId, started: 0, nodes: {}, failures: {}, outcomes: {} };
+  const node = (id: string) => {
+    out.nodes[id] ??= { visits: 0, keys: {}, hangups: 0 };
+    return out.nodes[id];
+  };
+  for (const r of rows) {
+    switch (r.metric) {
+      case 'started':
+        out.started += r.count;
+        break;
+      case 'visit':
+        node(r.subject).visits += r.count;
+        break;
+      case 'key':
+        node(r.subject).keys[r.key] = r.count;
+        break;
+      case 'hangup':
+        node(r.subject).hangups += r.count;
+        break;
+      case 'failure':
+        out.failures[r.subject] = r.count;
+        break;
+      case 'outcome':
+        out.outcomes[r.subject] = r.count;
+        break;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,50 @@
+import { index, jsonb, pgTable, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { timestamps } from './columns.ts';
+
+/**
+ * Each compiled flow version a call was started with (rule 6: calls are pinned). A call
+ * keeps running on its version even after the file changes or disappears.
+ */
+export const flowVersions = pgTable(
+  'flow_versions',
+  {
+    flowId: text('flow_id').notNull(),
+    version: text('version').notNull(),
+    compiled: jsonb('compiled').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.flowId, t.version] })],
+);
+
+/**
+ * One call: its pinned flow version, the machine's snapshot, and what came of it. The row
+ * lock on it serializes the events of one call, whichever instance receives them.
+ */
+export const calls = pgTable(
+  'calls',
+  {
+    id: uuid('id').primaryKey(),
+    flowId: text('flow_id').notNull(),
+    flowVersion: text('flow_version').notNull(),
+    to: text('to').notNull(),
+    from: text('from').notNull(),
+    lang: text('lang').notNull(),
+    vars: jsonb('vars').notNull(),
+    /** queued, accepted, in-progress, ended, failed */
+    state: text('state').notNull(),
+    outcome: text('outcome'),
+    /** the machine's persisted snapshot ({ value, context }) */
+    snapshot: jsonb('snapshot').notNull(),
+    /** the speechcall message that carries the menu */
+    messageId: uuid('message_id').notNull(),
+    endedAt: timestamp('ended_at', { withTimezone: true, mode: 'date' }),
+    ...timestamps,
+  },
+  (t) => [
+    index('calls_flow_id_idx').on(t.flowId, t.id),
+    index('calls_to_id_idx').on(t.to, t.id),
+    index('calls_message_id_idx').on(t.messageId),
+  ],
+);
+
+export type CallRow = typeof calls.$inferSelect;

@@ -1,0 +1,140 @@
+/** /v1/calls: start one or many calls from a flow, read a call, list calls. */
+import { createRoute, z } from '@hono/zod-openapi';
+import { CallList, CallView, getCall, listCalls } from '../../calls/read.ts';
+import { CALL_STATES } from '../../calls/runtime.ts';
+import {
+  BatchCallsRequest,
+  BatchItemResult,
+  CallStarted,
+  StartCallRequest,
+  type StartDeps,
+  startCall,
+  startCalls,
+} from '../../calls/start.ts';
+import { AppError } from '../../errors.ts';
+import { ErrorBody } from '../../messages/views.ts';
+import { newRouter } from '../router.ts';
+
+const err = (description: string) => ({
+  description,
+  content: { 'application/json': { schema: ErrorBody } },
+});
+
+const start = createRoute({
+  method: 'post',
+  path: '/v1/calls',
+  tags: ['calls'],
+  summary: 'Start a call from a flow',
+  description:
+    'Validates the vars against the flow params and the numbers, renders the menu with signed tokens, and stores the call (pinned to the flow version), its speechcall message and the outbox row in one transaction.',
+  request: {
+    body: {
+      required: true,
+      content: {
+        'application/json': {
+          schema: StartCallRequest,
+          example: {
+            flow: 'appointment-reminder',
+            to: '+380501234567',
+            from: 'Clinic',
+            vars: { name: 'Ann', date: 'Monday 10:00' },
+            lang: 'en',
+          },
+        },
+      },
+    },
+  },
+  responses: {
+    202: { description: 'queued', content: { 'application/json': { schema: CallStarted } } },
+    400: err('unknown flow, missing or mistyped var, bad number or sender'),
+  },
+});
+
+const batch = createRoute({
+  method: 'post',
+  path: '/v1/calls/batch',
+  tags: ['calls'],
+  summary: 'Start up to 10 000 calls of one flow; each is queued or rejected on its own',
+  request: {
+    body: { required: true, content: { 'application/json': { schema: BatchCallsRequest } } },
+  },
+  responses: {
+    202: {
+      description: 'per-call results in request order',
+      content: {
+        'application/json': {
+          schema: z
+            .object({
+              flow: z.string(),
+              flowVersion: z.string(),
+              queued: z.number().int(),
+              calls: z.array(BatchItemResult),
+            })
+            .meta({ id: 'BatchCallsResponse' }),
+        },
+      },
+    },
+    400: err('unknown flow, or not one valid call'),
+  },
+});
+
+const getOne = createRoute({
+  method: 'get',
+  path: '/v1/calls/{id}',
+  tags: ['calls'],
+  summary: 'A call: state, outcome, vars, path of menus and keys, its messages, its timeline',
+  request: {
+    params: z.object({ id: z.string().meta({ param: { name: 'id', in: 'path' } }) }),
+  },
+  responses: {
+    200: { description: 'the call', content: { 'application/json': { schema: CallView } } },
+    404: err('no such call'),
+  },
+});
+
+const list = createRoute({
+  method: 'get',
+  path: '/v1/calls',
+  tags: ['calls'],
+  summary: 'Calls, newest first, filtered by flow, number, state or outcome',
+  request: {
+    query: z.object({
+      flow: z.string().optional(),
+      to: z.string().optional().meta({ example: '+380501234567' }),
+      state: z.enum(CALL_STATES).optional(),
+      outcome: z.string().optional().meta({ example: 'confirmed' }),
+      since: z.iso.datetime({ offset: true }).optional(),
+      limit: z.coerce.number().int().min(1).max(500).optional(),
+      cursor: z.string().optional(),
+    }),
+  },
+  responses: {
+    200: { description: 'a page', content: { 'application/json': { schema: CallList } } },
+    400: err('bad filter'),
+  },
+});
+
+export function callRoutes(deps: StartDeps) {
+  const app = newRouter();
+  app.openapi(start, async (c) => c.json(await startCall(deps, c.req.valid('json')), 202));
+  app.openapi(batch, async (c) => {
+    const result = await startCalls(deps, c.req.valid('json'));
+    if (result.queued === 0) {
+      throw new AppError(
+        'VALIDATION_ERROR',
+        `none of the ${result.calls.length} calls could start`,
+        result.calls.flatMap((r) => r.error?.details ?? []),
+      );
+    }
+    return c.json(result, 202);
+  });
+  app.openapi(getOne, async (c) => c.json(await getCall(deps.db, c.req.valid('param').id), 200));
+  app.openapi(list, async (c) => {
+    const q = c.req.valid('query');
+    return c.json(
+      await listCalls(deps.db, { ...q, since: q.since ? new Date(q.since) : undefined }),
+      200,
+    );
+  });
+  return app;
+}

@@ -1,0 +1,106 @@
+/**
+ * What stays of an erased person: the hashes of their messages' and calls' ids (table
+ * `erased_ids`), so that a callback arriving after the erasure is acknowledged and dropped
+ * instead of being kept as "pending" and attached to nothing, or kept raw.
+ *
+ * @example
+ * await recordErased(tx, 'customerMessageId', ['order-42-shipped']);
+ * await erasedAmong(tx, 'customerMessageId', ['order-42-shipped', 'other']); // Set { 'order-42-shipped' }
+ */
+import { createHash } from 'node:crypto';
+import { and, eq, inArray, type SQL, sql } from 'drizzle-orm';
+import type { Queryable, Tx } from '../db/client.ts';
+import { erasedIds, inbox } from '../db/schema/index.ts';
+import type { DeliveryEvent } from '../messages/delivery-parse.ts';
+import { redactMentions } from './redact.ts';
+
+export type ErasedKind = 'customerMessageId' | 'providerMessageId' | 'callId';
+
+/** Hex SHA-256 of an id: the same value as `hashSql` computes in Postgres. */
+export function hashId(id: string): string {
+  return createHash('sha256').update(id, 'utf8').digest('hex');
+}
+
+/** `hashId` in SQL, for set-based inserts. */
+export function hashSql(column: SQL): SQL {
+  return sql`encode(sha256(convert_to(${column}, 'UTF8')), 'hex')`;
+}
+
+const CHUNK = 1000;
+
+/** Remembers `ids` as erased (idempotent). */
+export async function recordErased(tx: Queryable, kind: ErasedKind, ids: readonly string[]) {
+  const unique = [...new Set(ids)];
+  for (let i = 0; i < unique.length; i += CHUNK) {
+    await tx
+      .insert(erasedIds)
+      .values(unique.slice(i, i + CHUNK).map((id) => ({ kind, hash: hashId(id) })))
+      .onConflictDoNothing();
+  }
+}
+
+/** Those of `ids` that were erased. */
+export async function erasedAmong(
+  db: Queryable,
+  kind: ErasedKind,
+  ids: readonly string[],
+): Promise<Set<string>> {
+  const byHash = new Map([...new Set(ids)].map((id) => [hashId(id), id]));
+  const found = new Set<string>();
+  const hashes = [...byHash.keys()];
+  for (let i = 0; i < hashes.length; i += CHUNK) {
+    const rows = await db
+      .select({ hash: erasedIds.hash })
+      .from(erasedIds)
+      .where(and(eq(erasedIds.kind, kind), inArray(erasedIds.hash, hashes.slice(i, i + CHUNK))));
+    for (const r of rows) found.add(byHash.get(r.hash)!);
+  }
+  return found;
+}
+
+/**
+ * Whether one id was erased (a speech-call webhook whose token names an erased call).
+ *
+ * @example
+ * if (await isErased(tx, 'callId', token.callId)) return { dropped: true };
+ */
+export async function isErased(db: Queryable, kind: ErasedKind, id: string): Promise<boolean> {
+  return (await erasedAmong(db, kind, [id])).size > 0;
+}
+
+/**
+ * For delivery ingestion: of the events that matched no message, drops those about erased
+ * messages. When that leaves nothing of the callback (no event matched, every one dropped),
+ * its raw body is deleted again, inside the same transaction, so nothing of it is kept;
+ * otherwise the dropped messages' ids are cut out of the stored body.
+ */
+export async function dropErasedEvents(
+  tx: Tx,
+  callback: { inboxId: number; body: string; events: number; unmatched: DeliveryEvent[] },
+): Promise<{ kept: DeliveryEvent[]; dropped: number }> {
+  const { unmatched } = callback;
+  if (unmatched.length === 0) return { kept: unmatched, dropped: 0 };
+  const cmids = await erasedAmong(
+    tx,
+    'customerMessageId',
+    unmatched.flatMap((e) => (e.customerMessageId ? [e.customerMessageId] : [])),
+  );
+  const pmids = await erasedAmong(
+    tx,
+    'providerMessageId',
+    unmatched.flatMap((e) => e.providerMessageIds),
+  );
+  if (cmids.size + pmids.size === 0) return { kept: unmatched, dropped: 0 };
+  const isDropped = (e: DeliveryEvent) =>
+    (e.customerMessageId !== undefined && cmids.has(e.customerMessageId)) ||
+    e.providerMessageIds.some((p) => pmids.has(p));
+  const kept = unmatched.filter((e) => !isDropped(e));
+  const dropped = unmatched.length - kept.length;
+  if (dropped === callback.events) {
+    await tx.delete(inbox).where(eq(inbox.id, callback.inboxId));
+  } else {
+    const body = redactMentions(callback.body, { ids: [...cmids, ...pmids] });
+    await tx.update(inbox).set({ body }).where(eq(inbox.id, callback.inboxId));
+  }
+  return { kept, dropped };
+}

@@ -1,0 +1,426 @@
+/**
+ * Erasure of one person (DELETE /v1/subjects/{phone}): every message to the number, with its
+ * events and outbox row; every call to the number with its path, events, timers and held
+ * webhooks, and the calls' follow-up messages; the Viber messages it sent; the callbacks still
+ * waiting for those messages; and the raw callback bodies that mention the number or are
+ * about those messages. Aggregates (flow statistics, flow versions) stay: they hold no one.
+ *
+ * One transaction, so an erasure is all or nothing, and the ids of what was erased are
+ * remembered (hashed, see erased.ts) in it, so a late callback about them is dropped.
+ *
+ * The work is a list of steps over a shared `Subject`: a table added later is erased by
+ * adding a step (and its count to `RemovedCounts`).
+ *
+ * @example
+ * const report = await eraseSubject({ db, clock }, '+380501234567');
+ * report.removed.messages // 3
+ */
+import { sql } from 'drizzle-orm';
+import { z } from 'zod';
+import type { Clock } from '../clock.ts';
+import { type Db, rowsOf, type Tx } from '../db/client.ts';
+import { AppError } from '../errors.ts';
+import { DEFAULT_STATUS_MAP, parseDeliveryBody } from '../messages/delivery-parse.ts';
+import { isE164 } from '../provider/message.ts';
+import { recordErased } from './erased.ts';
+import { phoneDigits, phonePatternSql, redactMentions } from './redact.ts';
+
+const count = (description: string) => z.number().int().min(0).meta({ description });
+
+export const RemovedCounts = z
+  .object({
+    messages: count('messages to the number, and follow-ups of its calls'),
+    messageEvents: count('timeline events of those messages'),
+    outbox: count('of those messages, the ones not sent yet'),
+    pendingEvents: count('delivery events still waiting for one of those messages'),
+    calls: count('calls to the number'),
+    callEvents: count('their events: the path (keys pressed), outcomes, statuses, timers'),
+    callTimers: count('their timers not fired yet'),
+    heldWebhooks: count('their key webhooks held for out-of-order arrival'),
+    inboundMessages: count('incoming Viber messages from the number'),
+    rawCallbacks: count('raw callback bodies deleted: about the number and no one else'),
+    rawCallbacksRedacted: count(
+      'raw callback bodies about others too, kept with the number and its message ids cut out',
+    ),
+  })
+  .meta({ id: 'RemovedCounts' });
+export type RemovedCounts = z.infer<typeof RemovedCounts>;
+export type RemovedKind = keyof RemovedCounts;
+
+export const ErasureReport = z
+  .object({
+    phone: z.string().meta({ example: '+380501234567' }),
+    erasedAt: z.string().meta({ description: 'when the erasure committed (ISO 8601)' }),
+    removed: RemovedCounts,
+  })
+  .meta({ id: 'ErasureReport' });
+export type ErasureReport = z.infer<typeof ErasureReport>;
+
+/** What the steps know about the person so far; earlier steps fill it for later ones. */
+export interface Subject {
+  phone: string;
+  callIds: string[];
+  /** the calls' own speechcall messages */
+  callMessageIds: string[];
+  messageIds: string[];
+  customerMessageIds: string[];
+  providerMessageIds: string[];
+  /** raw callbacks (inbox ids) known to be about the person */
+  inboxIds: Set<number>;
+}
+
+export interface ErasureStep {
+  name: string;
+  run(tx: Tx, subject: Subject): Promise<Partial<RemovedCounts>>;
+}
+
+/** A list of ids as one bound parameter (no limit on how many, unlike `in ($1, $2, ...)`). */
+function idList(ids: readonly (string | number)[], type: 'uuid' | 'text' | 'bigint') {
+  return sql`(select value::${sql.raw(type)} from jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`;
+}
+
+async function rows<T>(tx: Tx, query: ReturnType<typeof sql>): Promise<T[]> {
+  return rowsOf<T>(await tx.execute(query));
+}
+
+function addInboxIds(subject: Subject, values: readonly (string | number | null)[]) {
+  for (const v of values) {
+    const n = Number(v);
+    if (v !== null && v !== '' && Number.isSafeInteger(n)) subject.inboxIds.add(n);
+  }
+}
+
+interface MessageKeys {
+  id: string;
+  customer_message_id: string;
+  provider_message_id: string | null;
+}
+
+function addMessages(subject: Subject, found: MessageKeys[]) {
+  const known = new Set(subject.messageIds);
+  for (const m of found) {
+    if (known.has(m.id)) continue;
+    known.add(m.id);
+    subject.messageIds.push(m.id);
+    subject.customerMessageIds.push(m.customer_message_id);
+    if (m.provider_message_id) subject.providerMessageIds.push(m.provider_message_id);
+  }
+}
+
+/**
+ * Locks in the order the callbacks take them (a message, then its call), so that an erasure
+ * and a callback of the same call wait for each other instead of deadlocking.
+ */
+const lockMessagesAndCalls: ErasureStep = {
+  name: 'lock messages and calls',
+  async run(tx, s) {
+    addMessages(
+      s,
+      await rows<MessageKeys>(
+        tx,
+        sql`select id, customer_message_id, provider_message_id from messages
+            where "to" = ${s.phone}
+               or call_id in (select id from calls where "to" = ${s.phone})
+            order by id for update`,
+      ),
+    );
+    const calls = await rows<{ id: string; message_id: string }>(
+      tx,
+      sql`select id, message_id from calls where "to" = ${s.phone} order by id for update`,
+    );
+    s.callIds = calls.map((c) => c.id);
+    s.callMessageIds = calls.map((c) => c.message_id);
+    if (s.callIds.length > 0) {
+      // follow-ups queued between the two statements above: the call locks stop any more
+      addMessages(
+        s,
+        await rows<MessageKeys>(
+          tx,
+          sql`select id, customer_message_id, provider_message_id from messages
+              where call_id in ${idList(s.callIds, 'uuid')} or id in ${idList(s.callMessageIds, 'uuid')}
+              order by id for update`,
+        ),
+      );
+    }
+    return {};
+  },
+};
+
+const rememberErased: ErasureStep = {
+  name: 'remember erased ids',
+  async run(tx, s) {
+    await recordErased(tx, 'customerMessageId', s.customerMessageIds);
+    await recordErased(tx, 'providerMessageId', s.providerMessageIds);
+    await recordErased(tx, 'callId', s.callIds);
+    return {};
+  },
+};
+
+const pendingEvents: ErasureStep = {
+  name: 'pending events',
+  async run(tx, s) {
+    if (s.customerMessageIds.length + s.providerMessageIds.length === 0) return {};
+    const gone = await rows<{ inbox_id: string | number }>(
+      tx,
+      sql`delete from pending_events
+          where customer_message_id in ${idList(s.customerMessageIds, 'text')}
+             or provider_message_id in ${idList(s.providerMessageIds, 'text')}
+          returning inbox_id`,
+    );
+    addInboxIds(
+      s,
+      gone.map((r) => r.inbox_id),
+    );
+    return { pendingEvents: gone.length };
+  },
+};
+
+/** A step deleting the rows of a per-call table, noting the raw callbacks they point at. */
+function perCallTable(
+  name: string,
+  table: string,
+  kind: RemovedKind,
+  inboxColumn?: string,
+): ErasureStep {
+  return {
+    name,
+    async run(tx, s) {
+      if (s.callIds.length === 0) return {};
+      const gone = await rows<{ inbox_id: string | number | null }>(
+        tx,
+        sql`delete from ${sql.identifier(table)} where call_id in ${idList(s.callIds, 'uuid')}
+            returning ${sql.raw(inboxColumn ?? 'null')} as inbox_id`,
+      );
+      addInboxIds(
+        s,
+        gone.map((r) => r.inbox_id),
+      );
+      return { [kind]: gone.length };
+    },
+  };
+}
+
+const calls: ErasureStep = {
+  name: 'calls',
+  async run(tx, s) {
+    if (s.callIds.length === 0) return {};
+    const gone = await rows<{ id: string }>(
+      tx,
+      sql`delete from calls where id in ${idList(s.callIds, 'uuid')} returning id`,
+    );
+    return { calls: gone.length };
+  },
+};
+
+const messageEvents: ErasureStep = {
+  name: 'message events',
+  async run(tx, s) {
+    if (s.messageIds.length === 0) return {};
+    const gone = await rows<{ inbox_id: string | null }>(
+      tx,
+      sql`delete from message_events where message_id in ${idList(s.messageIds, 'uuid')}
+          returning detail->>'inboxId' as inbox_id`,
+    );
+    addInboxIds(
+      s,
+      gone.map((r) => r.inbox_id),
+    );
+    return { messageEvents: gone.length };
+  },
+};
+
+const outbox: ErasureStep = {
+  name: 'outbox',
+  async run(tx, s) {
+    if (s.messageIds.length === 0) return {};
+    const gone = await rows<{ id: unknown }>(
+      tx,
+      sql`delete from outbox where message_id in ${idList(s.messageIds, 'uuid')} returning id`,
+    );
+    return { outbox: gone.length };
+  },
+};
+
+const messages: ErasureStep = {
+  name: 'messages',
+  async run(tx, s) {
+    if (s.messageIds.length === 0) return {};
+    const gone = await rows<{ id: string }>(
+      tx,
+      sql`delete from messages where id in ${idList(s.messageIds, 'uuid')} returning id`,
+    );
+    return { messages: gone.length };
+  },
+};
+
+const inboundMessages: ErasureStep = {
+  name: 'inbound messages',
+  async run(tx, s) {
+    // Viber may write the sender with or without the +
+    const spellings = [s.phone, phoneDigits(s.phone)];
+    const gone = await rows<{ inbox_id: string | number }>(
+      tx,
+      sql`delete from inbound_messages where "from" in ${idList(spellings, 'text')}
+          returning inbox_id`,
+    );
+    addInboxIds(
+      s,
+      gone.map((r) => r.inbox_id),
+    );
+    return { inboundMessages: gone.length };
+  },
+};
+
+interface InboxRow {
+  id: string | number;
+  kind: string;
+  content_type: string | null;
+  body: string | null;
+}
+
+/**
+ * Raw bodies: those known to be about the person, and those that mention the number (a scan:
+ * erasures are rare, and a plain read blocks no one). A body about no one else is deleted;
+ * one that also carries others' events keeps them, with the person cut out.
+ */
+const rawCallbacks: ErasureStep = {
+  name: 'raw callbacks',
+  async run(tx, s) {
+    const mentioning = await rows<{ id: string | number }>(
+      tx,
+      sql`select id from inbox
+          where position(${phoneDigits(s.phone)} in body) > 0 and body ~ ${phonePatternSql(s.phone)}`,
+    );
+    addInboxIds(
+      s,
+      mentioning.map((r) => r.id),
+    );
+    if (s.inboxIds.size === 0) return {};
+    const ids = [...s.inboxIds];
+    const found = await rows<InboxRow>(
+      tx,
+      sql`select id, kind, content_type, body from inbox where id in ${idList(ids, 'bigint')}
+          order by id for update`,
+    );
+    // rows still needed by someone else's inbound message or held webhook
+    const shared = new Set(
+      (
+        await rows<{ inbox_id: string | number }>(
+          tx,
+          sql`select inbox_id from inbound_messages where inbox_id in ${idList(ids, 'bigint')}
+              union select inbox_id from held_webhooks where inbox_id in ${idList(ids, 'bigint')}`,
+        )
+      ).map((r) => Number(r.inbox_id)),
+    );
+    const cmids = new Set(s.customerMessageIds);
+    const pmids = new Set(s.providerMessageIds);
+    const onlyAboutSubject = (row: InboxRow): boolean => {
+      if (shared.has(Number(row.id))) return false;
+      if (row.kind !== 'delivery' || row.body === null) return true;
+      const { events } = parseDeliveryBody(
+        row.content_type ?? undefined,
+        row.body,
+        DEFAULT_STATUS_MAP,
+      );
+      return events.every(
+        (e) =>
+          (e.customerMessageId !== undefined && cmids.has(e.customerMessageId)) ||
+          e.providerMessageIds.some((p) => pmids.has(p)),
+      );
+    };
+    const toDelete: number[] = [];
+    let redacted = 0;
+    for (const row of found) {
+      if (onlyAboutSubject(row)) {
+        toDelete.push(Number(row.id));
+        continue;
+      }
+      const body =
+        row.body === null
+          ? null
+          : redactMentions(row.body, {
+              phones: [s.phone],
+              ids: [...s.customerMessageIds, ...s.providerMessageIds],
+            });
+      if (body !== row.body) {
+        await tx.execute(sql`update inbox set body = ${body} where id = ${Number(row.id)}`);
+        redacted++;
+      }
+    }
+    if (toDelete.length > 0) {
+      await tx.execute(sql`delete from inbox where id in ${idList(toDelete, 'bigint')}`);
+    }
+    return { rawCallbacks: toDelete.length, rawCallbacksRedacted: redacted };
+  },
+};
+
+/**
+ * The steps, in order: locks and ids first, then the rows that point at others (events,
+ * outbox, per-call rows) before the rows they point at, and raw bodies last, when every row
+ * that could still need one is gone.
+ */
+export const ERASURE_STEPS: readonly ErasureStep[] = [
+  lockMessagesAndCalls,
+  rememberErased,
+  pendingEvents,
+  perCallTable('held webhooks', 'held_webhooks', 'heldWebhooks', 'inbox_id'),
+  perCallTable('call timers', 'call_timers', 'callTimers'),
+  perCallTable('call events', 'call_events', 'callEvents', "detail->>'inboxId'"),
+  calls,
+  messageEvents,
+  outbox,
+  messages,
+  inboundMessages,
+  rawCallbacks,
+];
+
+function noneRemoved(): RemovedCounts {
+  return {
+    messages: 0,
+    messageEvents: 0,
+    outbox: 0,
+    pendingEvents: 0,
+    calls: 0,
+    callEvents: 0,
+    callTimers: 0,
+    heldWebhooks: 0,
+    inboundMessages: 0,
+    rawCallbacks: 0,
+    rawCallbacksRedacted: 0,
+  };
+}
+
+/**
+ * Erases everything Switchboard holds about `phone` (E.164), in one transaction, and says how
+ * much of each kind it removed. Erasing again finds nothing and reports zeros.
+ */
+export async function eraseSubject(
+  deps: { db: Db; clock: Clock },
+  phone: string,
+  steps: readonly ErasureStep[] = ERASURE_STEPS,
+): Promise<ErasureReport> {
+  if (!isE164(phone)) {
+    throw new AppError('VALIDATION_ERROR', 'phone must be a valid E.164 number', [
+      { path: 'phone', code: 'INVALID_RECIPIENT', message: 'must be E.164, such as +380501234567' },
+    ]);
+  }
+  const removed = noneRemoved();
+  await deps.db.transaction(async (tx) => {
+    const subject: Subject = {
+      phone,
+      callIds: [],
+      callMessageIds: [],
+      messageIds: [],
+      customerMessageIds: [],
+      providerMessageIds: [],
+      inboxIds: new Set(),
+    };
+    for (const step of steps) {
+      const counts = await step.run(tx, subject);
+      for (const [kind, n] of Object.entries(counts) as [RemovedKind, number][]) {
+        removed[kind] += n;
+      }
+    }
+  });
+  return { phone, erasedAt: deps.clock.now().toISOString(), removed };
+}

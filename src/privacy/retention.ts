@@ -1,0 +1,254 @@
+/**
+ * Retention (RETENTION_DAYS): raw callback bodies, message texts and events older than the
+ * limit are removed, a small batch at a time. Each batch is one short statement (or one short
+ * transaction) that skips rows someone else holds (SKIP LOCKED), so the hooks, which only
+ * ever write new rows and lock recent ones, never wait behind it.
+ *
+ * What stays: each message's head row (number, type, status, parts: what was sent to whom,
+ * without the words) and the calls with their outcomes; and every aggregate (flow stats).
+ *
+ * @example
+ * // a worker loop: again at once while there is more, else after a pause
+ * const { more } = await runRetention(db, clock, config.retentionDays, 500);
+ */
+import { eq, sql } from 'drizzle-orm';
+import type { Clock } from '../clock.ts';
+import { type Db, rowsOf, type Tx } from '../db/client.ts';
+import { settings } from '../db/schema/index.ts';
+
+export interface RetentionCounts {
+  /** raw callback bodies deleted (with the pending events and inbound messages they carried) */
+  rawCallbacks: number;
+  messageEvents: number;
+  callEvents: number;
+  /** messages whose texts (payload: text, messageData, menu, fallbacks' texts) were removed */
+  messageTexts: number;
+}
+
+export interface RetentionResult {
+  removed: RetentionCounts;
+  /** some step filled its batch: run again soon */
+  more: boolean;
+}
+
+export interface RetentionStep {
+  kind: keyof RetentionCounts;
+  /** one batch of at most `batchSize` rows older than `cutoff`: how many it changed, and whether more may be left */
+  run(db: Db, cutoff: Date, batchSize: number): Promise<{ changed: number; more: boolean }>;
+}
+
+/** The kinds of raw callbacks (inbox.kind); each is walked through its (kind, received_at) index. */
+export const INBOX_KINDS = ['delivery', 'viber', 'speechcall'] as const;
+
+const count = (result: unknown) => rowsOf(result).length;
+
+const idList = (ids: readonly string[]) =>
+  sql`(select value::uuid from jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`;
+
+/** Raw bodies, oldest first per kind; cascades to the pending events and inbound messages of each. */
+const rawCallbacks: RetentionStep = {
+  kind: 'rawCallbacks',
+  async run(db, cutoff, batchSize) {
+    let changed = 0;
+    let more = false;
+    for (const kind of INBOX_KINDS) {
+      const n = count(
+        await db.execute(sql`
+          delete from inbox where id in (
+            select id from inbox
+            where kind = ${kind} and received_at < ${cutoff.toISOString()}::timestamptz
+            order by received_at limit ${batchSize} for update skip locked)
+          returning id`),
+      );
+      changed += n;
+      if (n === batchSize) more = true;
+    }
+    return { changed, more };
+  },
+};
+
+/**
+ * An append-only event table with a bigserial id and no time index: ids grow with time, so
+ * the oldest `batchSize` rows by id are the candidates, and those older than the cutoff go.
+ * Nothing old left among the oldest: done (no scan of the whole table to find nothing).
+ */
+function oldestFirst(
+  kind: keyof RetentionCounts,
+  table: 'message_events' | 'call_events',
+  timeColumn: 'received_at' | 'at',
+): RetentionStep {
+  return {
+    kind,
+    async run(db, cutoff, batchSize) {
+      const changed = count(
+        await db.execute(sql`
+          delete from ${sql.identifier(table)} where id in (
+            select id from (
+              select id, ${sql.identifier(timeColumn)} as t from ${sql.identifier(table)}
+              order by id limit ${batchSize} for update skip locked) oldest
+            where t < ${cutoff.toISOString()}::timestamptz)
+          returning id`),
+      );
+      // the next oldest rows may be old too; a round that finds none ends it
+      return { changed, more: changed > 0 };
+    },
+  };
+}
+
+const MESSAGES_STATE = 'retention_messages';
+const NO_CURSOR = '00000000-0000-0000-0000-000000000000';
+// messages passed over while unsent or busy, retried on later rounds; beyond this many the
+// cursor waits for them instead (an extraordinary backlog of old unsent messages)
+const MAX_SKIPPED = 10_000;
+
+/** The smallest UUIDv7 of a given millisecond: ids below it were made before then. */
+export function uuidv7Floor(at: Date): string {
+  const hex = Math.max(0, at.getTime()).toString(16).padStart(12, '0');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-0000-0000-000000000000`;
+}
+
+interface TextsState {
+  /** every message up to this id has been seen */
+  after: string;
+  /** seen, but still unsent or locked by a callback then */
+  skipped: string[];
+}
+
+function readState(value: string | undefined): TextsState {
+  try {
+    const parsed = JSON.parse(value ?? '') as Partial<TextsState>;
+    if (typeof parsed.after === 'string' && Array.isArray(parsed.skipped)) {
+      return { after: parsed.after, skipped: parsed.skipped.filter((v) => typeof v === 'string') };
+    }
+  } catch {}
+  return { after: NO_CURSOR, skipped: [] };
+}
+
+/**
+ * Of `ids`, those that still exist, split into the ones taken now (sent, and not locked by
+ * anyone: rows a callback holds are skipped, never waited for) and the ones to retry.
+ */
+async function takeMessages(tx: Tx, ids: readonly string[]) {
+  const rows = rowsOf<{ id: string; waiting: boolean }>(
+    await tx.execute(sql`
+      select m.id, exists(select 1 from outbox o where o.message_id = m.id) as waiting
+      from messages m where m.id in ${idList(ids)}`),
+  );
+  const ready = rows.filter((r) => !r.waiting).map((r) => r.id);
+  const taken = new Set(
+    ready.length === 0
+      ? []
+      : rowsOf<{ id: string }>(
+          await tx.execute(
+            sql`select id from messages where id in ${idList(ready)} for update skip locked`,
+          ),
+        ).map((r) => r.id),
+  );
+  return { taken, retry: rows.map((r) => r.id).filter((id) => !taken.has(id)) };
+}
+
+async function stripTexts(tx: Tx, ids: readonly string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  return count(
+    await tx.execute(sql`
+      update messages set payload =
+        (payload - 'text' - 'messageData' - 'menu')
+        || case when jsonb_typeof(payload->'fallbacks') = 'array'
+             then jsonb_build_object('fallbacks', (
+               select coalesce(jsonb_agg(f - 'text' - 'messageData'), '[]'::jsonb)
+               from jsonb_array_elements(payload->'fallbacks') f))
+             else '{}'::jsonb end
+        || '{"redacted":"retention"}'::jsonb
+      where id in ${idList(ids)} and not (payload ? 'redacted')
+      returning id`),
+  );
+}
+
+/**
+ * Message texts: the payload keeps its shape (type, sender, recipient, the fallbacks'
+ * channels, which the timeline counts) and loses the words. Messages are walked by id
+ * (UUIDv7, so by creation time) from a cursor kept in `settings`, so a round does not re-read
+ * what earlier rounds did; a message still waiting to be sent keeps its text until it is
+ * sent, and is retried from a short list.
+ */
+const messageTexts: RetentionStep = {
+  kind: 'messageTexts',
+  async run(db, cutoff, batchSize) {
+    return db.transaction(async (tx) => {
+      const [saved] = await tx
+        .select({ value: settings.value })
+        .from(settings)
+        .where(eq(settings.key, MESSAGES_STATE));
+      const state = readState(saved?.value);
+      let changed = 0;
+
+      const earlier = state.skipped.length > 0 ? await takeMessages(tx, state.skipped) : undefined;
+      if (earlier) changed += await stripTexts(tx, [...earlier.taken]);
+      const skipped = earlier?.retry ?? [];
+
+      const batch = rowsOf<{ id: string }>(
+        await tx.execute(sql`
+          select id from messages
+          where id > ${state.after}::uuid and id < ${uuidv7Floor(cutoff)}::uuid
+            and created_at < ${cutoff.toISOString()}::timestamptz
+          order by id limit ${batchSize}`),
+      ).map((r) => r.id);
+      let after = state.after;
+      if (batch.length > 0) {
+        const now = await takeMessages(tx, batch);
+        changed += await stripTexts(tx, [...now.taken]);
+        const retry = new Set(now.retry);
+        for (const id of batch) {
+          if (retry.has(id)) {
+            if (skipped.length >= MAX_SKIPPED) break;
+            skipped.push(id);
+          }
+          after = id;
+        }
+      }
+      if (after !== state.after || skipped.length !== state.skipped.length || earlier) {
+        const value = JSON.stringify({ after, skipped } satisfies TextsState);
+        await tx
+          .insert(settings)
+          .values({ key: MESSAGES_STATE, value })
+          .onConflictDoUpdate({ target: settings.key, set: { value } });
+      }
+      return { changed, more: batch.length === batchSize && after !== state.after };
+    });
+  },
+};
+
+export const RETENTION_STEPS: readonly RetentionStep[] = [
+  rawCallbacks,
+  oldestFirst('messageEvents', 'message_events', 'received_at'),
+  oldestFirst('callEvents', 'call_events', 'at'),
+  messageTexts,
+];
+
+/**
+ * One round of retention: a batch of each kind older than `days` days (by `clock`). Call it
+ * again while `more` is true, and every few minutes otherwise. Does nothing without `days`.
+ */
+export async function runRetention(
+  db: Db,
+  clock: Clock,
+  days: number | undefined,
+  batchSize = 500,
+  steps: readonly RetentionStep[] = RETENTION_STEPS,
+): Promise<RetentionResult> {
+  const removed: RetentionCounts = {
+    rawCallbacks: 0,
+    messageEvents: 0,
+    callEvents: 0,
+    messageTexts: 0,
+  };
+  if (days === undefined || days <= 0) return { removed, more: false };
+  const cutoff = new Date(clock.now().getTime() - days * 86_400_000);
+  let more = false;
+  for (const step of steps) {
+    const result = await step.run(db, cutoff, batchSize);
+    removed[step.kind] += result.changed;
+    more ||= result.more;
+  }
+  return { removed, more };
+}
