@@ -40,6 +40,27 @@ function tokenOf(body: unknown): string | undefined {
   return typeof token === 'string' ? token : undefined;
 }
 
+const digits = (v: string) => v.replace(/\D/g, '');
+
+/**
+ * Whether the webhook's own fields agree with the call its token names: the callee (`to`,
+ * compared by digits) and, once the provider's id for the call is known, `mid`.
+ */
+function sameCall(body: unknown, callee: string, providerId: string | null): boolean {
+  const b = body as { to?: unknown; mid?: unknown };
+  if (typeof b.to === 'string' && b.to !== '' && digits(b.to) !== digits(callee)) return false;
+  if (providerId && typeof b.mid === 'string' && b.mid !== '' && b.mid !== providerId) return false;
+  return true;
+}
+
+async function providerIdOf(tx: Tx, messageId: string): Promise<string | null> {
+  const [row] = await tx
+    .select({ id: messages.providerMessageId })
+    .from(messages)
+    .where(eq(messages.id, messageId));
+  return row?.id ?? null;
+}
+
 /**
  * POST /hooks/speechcall: `{from, to, mid, action: {token}}` (seed 2.9). A missing, forged or
  * altered token is refused (401) before anything is stored.
@@ -65,6 +86,11 @@ export async function ingestSpeechWebhook(
     const call = await lockCall(tx, callId);
     // a signed token for a call that is gone (erased): acknowledged, nothing to change
     if (!call) return { duplicate: false, result: 'unknown-call', callId, node, key };
+    if (!sameCall(body, call.row.to, await providerIdOf(tx, call.row.messageId))) {
+      // a valid token replayed inside another call's webhook: refused, and (thrown inside
+      // the transaction) nothing of it is stored
+      throw new AppError('UNAUTHORIZED', 'the webhook token belongs to another call');
+    }
     const applied = await applyKey(tx, deps, call, { node, key, inboxId });
     queued = applied.queued;
     return { duplicate: false, result: applied.result, callId, node, key };

@@ -113,7 +113,7 @@ async function runEffects(
           kind: 'key',
           node: effect.node,
           menu: effect.menu,
-          attempt: effect.attempt,
+          attempt: effect.attempt + 1,
           key: effect.key,
           at: now,
         });

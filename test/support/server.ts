@@ -14,6 +14,8 @@ export const FAST_TIMINGS = {
   readAfterMs: 60,
   failedAfterMs: 40,
   expiredAfterMs: 80,
+  keyPressMs: 20,
+  maxIdleTimeoutMs: 100,
 };
 
 export async function startTestServer(

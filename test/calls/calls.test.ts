@@ -1,0 +1,266 @@
+/**
+ * Calls in-process: starting them, the webhooks that advance them (forged, duplicated, out of
+ * order), reactions to the call message's statuses, durable timers, and what is read back.
+ */
+import { eq, sql } from 'drizzle-orm';
+import { beforeAll, expect, it } from 'vitest';
+import type { App } from '../../src/app.ts';
+import { fireDueTimers } from '../../src/calls/events.ts';
+import { rowsOf } from '../../src/db/client.ts';
+import { calls, callTimers, messages, outbox } from '../../src/db/schema/index.ts';
+import { signNodeToken } from '../../src/flows/index.ts';
+import { buildTestApp, json, phone, readJson } from '../support/app.ts';
+import { describeEachEngine } from '../support/db.ts';
+
+const REMINDER = {
+  flow: 'appointment-reminder',
+  from: 'Clinic',
+  vars: { name: 'Ann', date: 'Monday 10:00' },
+};
+
+describeEachEngine('calls', (ctx) => {
+  let app: App;
+  let built: ReturnType<typeof buildTestApp>;
+  const db = () => ctx.database().db;
+
+  const start = async (body: Record<string, unknown> = {}) => {
+    const res = await app.request('/v1/calls', json({ ...REMINDER, to: phone(), ...body }));
+    return { status: res.status, body: await readJson(res) };
+  };
+  const hook = (callId: string, node: string, key: string, extra: Record<string, unknown> = {}) =>
+    app.request(
+      '/hooks/speechcall',
+      json({
+        from: 'Clinic',
+        mid: 'm',
+        ...extra,
+        action: { token: signNodeToken({ callId, node, key }, built.calls.signingSecret) },
+      }),
+    );
+  const call = async (id: string) => readJson(await app.request(`/v1/calls/${id}`));
+
+  beforeAll(() => {
+    built = buildTestApp(ctx.database());
+    app = built.app;
+  });
+
+  it('starts a call: call, speechcall message and outbox row, pinned to the flow version', async () => {
+    const { status, body } = await start();
+    expect(status).toBe(202);
+    expect(body).toMatchObject({
+      flow: 'appointment-reminder',
+      state: 'queued',
+      flowVersion: expect.any(String),
+    });
+    const [row] = await db().select().from(calls).where(eq(calls.id, body.id));
+    expect(row).toMatchObject({
+      flowVersion: body.flowVersion,
+      state: 'queued',
+      messageId: body.messageId,
+    });
+    const [msg] = await db().select().from(messages).where(eq(messages.id, body.messageId));
+    expect(msg).toMatchObject({
+      type: 'speechcall',
+      role: 'call',
+      callId: body.id,
+      customerMessageId: body.customerMessageId,
+    });
+    const menu = (
+      msg!.payload as {
+        menu: { dtmfActions: Record<string, { action: string; url?: string }[]> }[];
+      }
+    ).menu;
+    expect(menu[0]!.dtmfActions.d1![0]).toMatchObject({
+      action: 'webhook',
+      url: 'http://localhost:3000/hooks/speechcall',
+    });
+    expect(
+      await db().select().from(outbox).where(eq(outbox.messageId, body.messageId)),
+    ).toHaveLength(1);
+    const view = await call(body.id);
+    expect(view).toMatchObject({ id: body.id, state: 'queued', vars: REMINDER.vars, path: [] });
+    expect(view.messages).toEqual([
+      expect.objectContaining({ role: 'call', type: 'speechcall', status: 'queued' }),
+    ]);
+  });
+
+  it.each([
+    [{ flow: 'no-such-flow' }, 'flow', 'UNKNOWN_FLOW'],
+    [{ vars: { name: 'Ann' } }, 'vars.date', 'INVALID_VARS'],
+    [
+      { vars: { name: 'Ann', date: 'x', clinicPhone: 'not a phone' } },
+      'vars.clinicPhone',
+      'INVALID_VARS',
+    ],
+    [{ vars: { name: 'Ann', date: 'x', surprise: 1 } }, 'vars.surprise', 'INVALID_VARS'],
+    [{ to: '0501234567' }, 'to', 'INVALID_RECIPIENT'],
+    [{ lang: 'fr' }, 'lang', 'INVALID_VARS'],
+    [{ from: '' }, 'from', 'VALIDATION_ERROR'],
+  ])('refuses %j naming %s', async (override, path, code) => {
+    const { status, body } = await start(override);
+    expect(status).toBe(400);
+    expect(body.error.code).toBe(code);
+    expect(body.error.details.map((d: { path: string }) => d.path)).toContain(path);
+  });
+
+  it('starts a batch with per-call results, and refuses a batch with no valid call', async () => {
+    const res = await app.request(
+      '/v1/calls/batch',
+      json({
+        flow: 'appointment-reminder',
+        from: 'Clinic',
+        calls: [
+          { to: phone(), vars: { name: 'A', date: 'x' } },
+          { to: 'nope', vars: { name: 'B', date: 'x' } },
+          { to: phone(), vars: { name: 'C' } },
+          { to: phone(), vars: { name: 'D', date: 'y' } },
+        ],
+      }),
+    );
+    expect(res.status).toBe(202);
+    const body = await readJson(res);
+    expect(body.queued).toBe(2);
+    expect(body.calls.map((c: { status: string }) => c.status)).toEqual([
+      'queued',
+      'rejected',
+      'rejected',
+      'queued',
+    ]);
+    expect(body.calls[1].error.details[0].path).toBe('calls[1].to');
+    expect(body.calls[2].error.details[0].path).toBe('calls[2].vars.date');
+    const none = await app.request(
+      '/v1/calls/batch',
+      json({ flow: 'appointment-reminder', from: 'Clinic', calls: [{ to: 'nope' }] }),
+    );
+    expect(none.status).toBe(400);
+  });
+
+  it('a webhook advances the call: path, outcome, follow-up with a deterministic id, hangup', async () => {
+    const { body } = await start();
+    const res = await hook(body.id, 'main', '1');
+    expect(res.status).toBe(200);
+    expect(await readJson(res)).toMatchObject({ duplicate: false, result: 'applied' });
+    const view = await call(body.id);
+    expect(view).toMatchObject({ state: 'ended', outcome: 'confirmed', node: null });
+    expect(view.path).toEqual([expect.objectContaining({ menu: 'main', attempt: 1, key: '1' })]);
+    const followUp = view.messages.find((m: { role: string }) => m.role === 'follow-up');
+    expect(followUp).toMatchObject({ type: 'sms', customerMessageId: `${body.id}:main:1:1` });
+    const [msg] = await db().select().from(messages).where(eq(messages.id, followUp.id));
+    expect((msg!.payload as { text: string }).text).toBe('Thanks Ann, see you on Monday 10:00.');
+    // the no-response timer was dropped when the caller answered
+    expect(await db().select().from(callTimers).where(eq(callTimers.callId, body.id))).toEqual([]);
+  });
+
+  it('a forged, altered or foreign token gets 401 and changes nothing', async () => {
+    const { body } = await start();
+    const other = await start();
+    const forged = signNodeToken(
+      { callId: body.id, node: 'main', key: '1' },
+      { id: 'x', key: 'guess' },
+    );
+    const good = signNodeToken(
+      { callId: body.id, node: 'main', key: '1' },
+      built.calls.signingSecret,
+    );
+    const altered = `${good.slice(0, -3)}${good.at(-3) === 'A' ? 'B' : 'A'}${good.slice(-2)}`;
+    for (const token of [forged, altered, 'v1.k.x.y', '']) {
+      const res = await app.request('/hooks/speechcall', json({ action: { token } }));
+      expect(res.status, token).toBe(401);
+      expect((await readJson(res)).error.code).toBe('UNAUTHORIZED');
+    }
+    expect((await app.request('/hooks/speechcall', json({ nothing: 1 }))).status).toBe(401);
+    // a valid token of one call, inside a webhook about another call's callee
+    const foreign = await hook(body.id, 'main', '1', { to: (await call(other.body.id)).to });
+    expect(foreign.status).toBe(401);
+    expect((await call(body.id)).path).toEqual([]);
+  });
+
+  it('duplicated and out-of-order webhooks give the same path as ordered ones', async () => {
+    const ordered = await start();
+    await hook(ordered.body.id, 'main', '2');
+    await hook(ordered.body.id, 'reschedule', '1');
+    const disordered = await start();
+    const late = await hook(disordered.body.id, 'reschedule', '1');
+    expect(await readJson(late)).toMatchObject({ result: 'held' });
+    await hook(disordered.body.id, 'main', '2');
+    await hook(disordered.body.id, 'main', '2'); // exact duplicate
+    await hook(disordered.body.id, 'reschedule', '1');
+    const a = await call(ordered.body.id);
+    const b = await call(disordered.body.id);
+    const keys = (v: { path: { menu: string; key: string }[] }) =>
+      v.path.map((p) => `${p.menu}:${p.key}`);
+    expect(keys(a)).toEqual(['main:2', 'reschedule:1']);
+    expect(keys(b)).toEqual(keys(a));
+    expect(b.outcome).toBe(a.outcome);
+    expect(b.outcome).toBe('reschedule-requested');
+    expect(b.state).toBe('ended');
+  });
+
+  it('reacts to the call message failing: outcome, follow-up SMS, no timers left', async () => {
+    const { body } = await start();
+    const res = await app.request(
+      '/hooks/delivery',
+      json({ customerMessageId: body.customerMessageId, status: 'failed' }),
+    );
+    expect(res.status).toBe(200);
+    const view = await call(body.id);
+    expect(view.state).toBe('failed');
+    const followUp = view.messages.find((m: { role: string }) => m.role === 'follow-up');
+    expect(followUp).toMatchObject({ customerMessageId: `${body.id}:on:failed:0`, type: 'sms' });
+    expect(await db().select().from(callTimers).where(eq(callTimers.callId, body.id))).toEqual([]);
+  });
+
+  it('fires a durable timer, also from a new process after a restart', async () => {
+    const { body } = await start();
+    await db()
+      .update(callTimers)
+      .set({ fireAt: new Date(Date.now() - 1000) })
+      .where(eq(callTimers.callId, body.id));
+    // a fresh app on the same database stands for the process after a restart
+    const restarted = buildTestApp(ctx.database());
+    let fired = 0;
+    while ((await fireDueTimers(restarted.calls)) > 0) fired++;
+    expect(fired).toBeGreaterThan(0);
+    const view = await call(body.id);
+    expect(view.outcome).toBe('no-response');
+    expect(view.timeline.map((e: { kind: string }) => e.kind)).toContain('timer-fired');
+    expect(await db().select().from(callTimers).where(eq(callTimers.callId, body.id))).toEqual([]);
+  });
+
+  it('lists flows, shows one with its menu template and diagram, and counts in stats', async () => {
+    const flows = await readJson(await app.request('/v1/flows'));
+    const ids = flows.items.map((f: { id: string }) => f.id);
+    expect(ids).toEqual(
+      expect.arrayContaining([
+        'appointment-reminder',
+        'order-confirmation',
+        'satisfaction-survey',
+        'delivery-failure',
+      ]),
+    );
+    const one = await readJson(await app.request('/v1/flows/appointment-reminder'));
+    expect(one.mermaid).toContain('main');
+    expect(Array.isArray(one.menuTemplate)).toBe(true);
+    expect(one.params).toHaveProperty('date');
+    expect((await app.request('/v1/flows/nope')).status).toBe(404);
+    const stats = await readJson(await app.request('/v1/flows/appointment-reminder/stats'));
+    expect(stats.started).toBeGreaterThan(0);
+    expect(stats.nodes.main.keys['1']).toBeGreaterThan(0);
+    expect(stats.outcomes.confirmed).toBeGreaterThan(0);
+    expect(stats.failures.failed).toBeGreaterThan(0);
+    const page = await readJson(
+      await app.request('/v1/calls?flow=appointment-reminder&outcome=confirmed'),
+    );
+    expect(page.items.length).toBeGreaterThan(0);
+    expect(page.items.every((c: { outcome: string }) => c.outcome === 'confirmed')).toBe(true);
+  });
+
+  it('stores compiled versions once', async () => {
+    const rows = rowsOf<{ n: string }>(
+      await db().execute(
+        sql`select count(*) as n from flow_versions where flow_id = 'appointment-reminder'`,
+      ),
+    );
+    expect(Number(rows[0]!.n)).toBe(1);
+  });
+});
