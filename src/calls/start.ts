@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import type { Db, Tx } from '../db/client.ts';
-import { calls, flowVersions } from '../db/schema/index.ts';
+import { callEvents, calls, callTimers, flowVersions } from '../db/schema/index.ts';
 import { AppError, type ErrorCode, type ErrorDetail } from '../errors.ts';
 import {
   type CompiledFlow,
@@ -208,16 +208,23 @@ async function pinVersion(tx: Tx, compiled: CompiledFlow): Promise<void> {
 
 type Prepared = NonNullable<ReturnType<typeof prepareCall>['call']>;
 
-async function storeCall(
+/**
+ * Stores prepared calls of one flow in a few set-based statements: their messages, events and
+ * outbox rows, the call rows, and the first effects (the no-response timer).
+ */
+async function storeCalls(
   tx: Tx,
   deps: StartDeps,
   compiled: CompiledFlow,
-  p: Prepared,
-  input: { to: string; from: string },
+  items: { p: Prepared; input: { to: string; from: string } }[],
   now: Date,
 ) {
-  await storeMessages(tx, [p.message], now);
-  const row = {
+  await storeMessages(
+    tx,
+    items.map((i) => i.p.message),
+    now,
+  );
+  const rows = items.map(({ p, input }) => ({
     id: p.id,
     flowId: compiled.id,
     flowVersion: compiled.version,
@@ -232,9 +239,29 @@ async function storeCall(
     endedAt: null,
     createdAt: now,
     updatedAt: now,
-  };
-  await tx.insert(calls).values(row);
-  await runStartEffects(tx, deps, { row, compiled }, p.effects);
+  }));
+  for (let i = 0; i < rows.length; i += 500) await tx.insert(calls).values(rows.slice(i, i + 500));
+  // a new call's only effects are timers: written in bulk; anything else goes the long way
+  const timers: (typeof callTimers.$inferInsert)[] = [];
+  const events: (typeof callEvents.$inferInsert)[] = [];
+  for (const [n, { p }] of items.entries()) {
+    const other = p.effects.filter((e) => e.type !== 'startTimer');
+    if (other.length > 0) await runStartEffects(tx, deps, { row: rows[n]!, compiled }, other);
+    for (const e of p.effects) {
+      if (e.type !== 'startTimer') continue;
+      timers.push({ callId: p.id, timer: e.timer, fireAt: new Date(now.getTime() + e.afterMs) });
+      events.push({
+        callId: p.id,
+        kind: 'timer-started',
+        detail: { timer: e.timer, afterMs: e.afterMs },
+        at: now,
+      });
+    }
+  }
+  for (let i = 0; i < timers.length; i += 1000) {
+    await tx.insert(callTimers).values(timers.slice(i, i + 1000));
+    await tx.insert(callEvents).values(events.slice(i, i + 1000));
+  }
 }
 
 /** POST /v1/calls */
@@ -247,7 +274,7 @@ export async function startCall(deps: StartDeps, input: StartCallRequest): Promi
   const p = prepared.call!;
   await deps.db.transaction(async (tx) => {
     await pinVersion(tx, compiled);
-    await storeCall(tx, deps, compiled, p, input, now);
+    await storeCalls(tx, deps, compiled, [{ p, input }], now);
     await bumpStats(tx, compiled.id, [{ metric: 'started', subject: '' }]);
   });
   deps.onQueued?.();
@@ -292,7 +319,7 @@ export async function startCalls(
     if (ready.length === 0) continue;
     await deps.db.transaction(async (tx) => {
       await pinVersion(tx, compiled);
-      for (const r of ready) await storeCall(tx, deps, compiled, r.p, r.input, now);
+      await storeCalls(tx, deps, compiled, ready, now);
       await bumpStats(
         tx,
         compiled.id,

@@ -19,6 +19,8 @@ Commands:
   flows simulate <id> --keys 1,timeout,2       walk a flow by its machine and its menu
   flows schema [--out file]     print the JSON Schema of the flow language
   send [flags | --file f]       send messages (one from flags, or a JSON/CSV file)
+  call <flow> --to ... --from ... [--var k=v] [--wait]   start a call from a flow
+  call <flow> --file calls.csv --from ...                start a batch of calls
 
 Environment: see README.md (PORT, DATABASE_URL, DATA_DIR, PUBLIC_URL, PROVIDER_*, ...).
 `;
@@ -42,6 +44,10 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     case 'send': {
       const { runSend } = await import('./send.ts');
       return runSend(rest, { stdout: io.stdout, stderr: io.stderr, env: io.env });
+    }
+    case 'call': {
+      const { runCall } = await import('./call.ts');
+      return runCall(rest, io);
     }
     case undefined:
     case 'help':

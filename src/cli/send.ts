@@ -13,7 +13,6 @@
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { parseArgs } from 'node:util';
-import cliProgress from 'cli-progress';
 import { parse as parseCsv } from 'csv-parse/sync';
 import { chunk, createProviderClient, type ProviderAuth } from '../provider/client.ts';
 import { createTransport, ProviderError } from '../provider/http.ts';
@@ -23,6 +22,7 @@ import {
   type NormalisedMessagelistResponse,
   validateMessage,
 } from '../provider/message.ts';
+import { createProgress, type Progress } from './progress.ts';
 
 export interface SendIo {
   stdout: NodeJS.WritableStream;
@@ -30,8 +30,6 @@ export interface SendIo {
   env: Record<string, string | undefined>;
 }
 
-/** Inputs from this many messages up get a progress bar on a terminal. */
-export const PROGRESS_THRESHOLD = 1000;
 const SHOWN_REJECTIONS = 10;
 
 const HELP = `Usage:
@@ -299,35 +297,8 @@ function setPath(target: Record<string, unknown>, path: string[], value: unknown
   });
 }
 
-interface Progress {
-  advance(n: number): void;
-  stop(): void;
-}
-
 function progressFor(total: number, f: Flags, stderr: NodeJS.WritableStream): Progress {
-  const isTty = (stderr as { isTTY?: boolean }).isTTY === true;
-  const show = f.progress ?? (isTty && total >= PROGRESS_THRESHOLD);
-  if (!show) return { advance() {}, stop() {} };
-  const bar = new cliProgress.SingleBar(
-    {
-      stream: stderr,
-      format: 'sending [{bar}] {percentage}% | {value}/{total} messages | {duration_formatted}',
-      noTTYOutput: true,
-      gracefulExit: false,
-      hideCursor: isTty,
-    },
-    cliProgress.Presets.shades_classic,
-  );
-  bar.start(total, 0);
-  let stopped = false;
-  return {
-    advance: (n) => bar.increment(n),
-    stop() {
-      if (stopped) return;
-      stopped = true;
-      bar.stop();
-    },
-  };
+  return createProgress(total, { stderr, unit: 'messages', show: f.progress });
 }
 
 function target(f: Flags, env: Record<string, string | undefined>): string {
