@@ -30,6 +30,13 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
+const STARTING = Response.json(
+  {
+    error: { code: 'UNAVAILABLE', message: 'Switchboard is starting; retry shortly', details: [] },
+  },
+  { status: 503, headers: { 'Retry-After': '1' } },
+);
+
 /** The sandbox's own credentials (DESIGN.md), used when no provider is configured. */
 const SANDBOX_AUTH: ProviderAuth = { apiKey: 'sandbox-key' };
 
@@ -74,7 +81,7 @@ export async function startServer(
   const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
     const s = serve(
       {
-        fetch: (req) => handler?.(req) ?? new Response('starting', { status: 503 }),
+        fetch: (req) => handler?.(req) ?? STARTING.clone(),
         port: config.port,
         hostname: config.host,
       },
@@ -180,11 +187,14 @@ export function nextSteps(config: Config, port: number): string {
     `Switchboard is listening on ${base}  (database: ${config.databaseUrl ? 'Postgres' : `embedded, in ${config.dataDir}`}; provider: ${config.providerBaseUrl ?? `the built-in sandbox at ${base}/sandbox`})`,
     '',
     'Try:',
-    `  curl -s ${base}/healthz`,
+    `  curl -s ${base}/v1/flows`,
+    `  curl -s -X POST ${base}/sandbox/_control/scripts -H 'content-type: application/json' -d '{"to":"+380501234567","keys":["1"]}'`,
+    `  curl -s -X POST ${base}/v1/calls -H 'content-type: application/json' \\`,
+    `    -d '{"flow":"appointment-reminder","to":"+380501234567","from":"Clinic","vars":{"name":"Ann","date":"Monday 10:00"}}'`,
+    `  curl -s ${base}/v1/calls/<id from the answer>      # path, outcome, the follow-up SMS`,
     `  curl -s -X POST ${base}/v1/messages -H 'content-type: application/json' \\`,
-    `    -d '{"messages":[{"from":"Acme","to":"+380501234567","type":"sms","text":"Hello from Switchboard","customerMessageId":"hello-1"}]}'`,
-    `  curl -s ${base}/v1/messages/hello-1      # queued -> accepted -> sent -> delivered, within seconds`,
-    `  curl -s '${base}/v1/messages?limit=10'`,
+    `    -d '{"messages":[{"from":"Acme","to":"+380501234567","type":"sms","text":"Hello","customerMessageId":"hello-1"}]}'`,
+    `  curl -s ${base}/v1/messages/hello-1               # queued, accepted, sent, delivered`,
     '',
     `API reference: ${base}/docs   OpenAPI: ${base}/openapi.json   Metrics: ${base}/metrics`,
     '',
