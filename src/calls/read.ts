@@ -5,7 +5,7 @@
  * const call = await getCall(db, id);
  * call.path // [{ menu: 'main', attempt: 1, key: '1', at: '...' }]
  */
-import { and, asc, desc, eq, gte, lt, type SQL } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gte, lt, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Db, Queryable } from '../db/client.ts';
 import { type CallRow, callEvents, calls, flowStats, messages } from '../db/schema/index.ts';
@@ -239,4 +239,10 @@ export async function flowStatsOf(db: Queryable, flowId: string): Promise<FlowSt
     }
   }
   return out;
+}
+
+/** How many calls are in each state (the calls gauge of /metrics). */
+export async function callsByState(db: Queryable): Promise<{ state: string; count: number }[]> {
+  const rows = await db.select({ state: calls.state, n: count() }).from(calls).groupBy(calls.state);
+  return rows.map((r) => ({ state: r.state, count: Number(r.n) }));
 }

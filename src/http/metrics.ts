@@ -17,10 +17,17 @@ export interface Metrics {
   provider429: Counter;
   /** outbox rows waiting, read from the database at scrape time */
   outboxDepth: Gauge;
+  /** calls by state, read from the database at scrape time */
+  calls: Gauge<'state'>;
 }
 
-/** `readOutboxDepth` is asked at each scrape (a gauge of the database, not of this process). */
-export function createMetrics(readOutboxDepth?: () => Promise<number>): Metrics {
+/** Gauges of the database (not of this process), read at each scrape. */
+export interface MetricReaders {
+  outboxDepth(): Promise<number>;
+  callsByState(): Promise<{ state: string; count: number }[]>;
+}
+
+export function createMetrics(readers?: MetricReaders): Metrics {
   const registry = new Registry();
   return {
     callbacks: new Counter({
@@ -28,6 +35,22 @@ export function createMetrics(readOutboxDepth?: () => Promise<number>): Metrics 
       help: 'Callbacks received, by kind and outcome',
       labelNames: ['kind', 'outcome'],
       registers: [registry],
+    }),
+    calls: new Gauge({
+      name: 'switchboard_calls',
+      help: 'Calls by state',
+      labelNames: ['state'],
+      registers: [registry],
+      async collect() {
+        if (!readers) return;
+        try {
+          const rows = await readers.callsByState();
+          this.reset();
+          for (const r of rows) this.set({ state: r.state }, r.count);
+        } catch {
+          // the database is down: /readyz says so
+        }
+      },
     }),
     dispatched: new Counter({
       name: 'switchboard_messages_dispatched_total',
@@ -45,9 +68,9 @@ export function createMetrics(readOutboxDepth?: () => Promise<number>): Metrics 
       help: 'Messages waiting in the outbox',
       registers: [registry],
       async collect() {
-        if (!readOutboxDepth) return;
+        if (!readers) return;
         try {
-          this.set(await readOutboxDepth());
+          this.set(await readers.outboxDepth());
         } catch {
           // the database is down: /readyz says so; the scrape still answers
         }

@@ -255,6 +255,12 @@ describeEachEngine('calls', (ctx) => {
     expect(page.items.every((c: { outcome: string }) => c.outcome === 'confirmed')).toBe(true);
   });
 
+  it('reports calls by state in /metrics', async () => {
+    const text = await (await app.request('/metrics')).text();
+    expect(text).toMatch(/switchboard_calls\{state="ended"\} [1-9]/);
+    expect(text).toMatch(/switchboard_calls\{state="queued"\} [1-9]/);
+  });
+
   it('stores compiled versions once', async () => {
     const rows = rowsOf<{ n: string }>(
       await db().execute(
