@@ -13,16 +13,22 @@ import type { Hono, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { requestId } from 'hono/request-id';
 import { callStatusHook, type EventDeps } from './calls/events.ts';
+import { callsByState } from './calls/read.ts';
 import { createFlowRegistry, type FlowRegistry } from './calls/registry.ts';
 import type { StartDeps } from './calls/start.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
-import type { Database } from './db/client.ts';
+import type { Database, Db } from './db/client.ts';
 import { apiAuth, documentApiAuth } from './http/api-auth.ts';
 import { docsRoutes } from './http/docs.ts';
 import type { AppEnv } from './http/env.ts';
 import { errorResponse, notFound, onError, validationHook } from './http/errors.ts';
-import { createMetrics, type Metrics, metricsMiddleware } from './http/metrics.ts';
+import {
+  createMetrics,
+  type MetricReaders,
+  type Metrics,
+  metricsMiddleware,
+} from './http/metrics.ts';
 import { callRoutes } from './http/routes/calls.ts';
 import { flowRoutes } from './http/routes/flows.ts';
 import { hookRoutes } from './http/routes/hooks.ts';
@@ -35,6 +41,7 @@ import { statusMapWith } from './messages/delivery-parse.ts';
 import { outboxDepth } from './messages/dispatcher.ts';
 import type { IngestDeps } from './messages/ingest.ts';
 import type { WebhookSecrets } from './privacy/webhook-secret.ts';
+import { consoleRoutes } from './ui/routes.tsx';
 
 export interface AppDeps {
   config: Config;
@@ -103,10 +110,15 @@ function requestLogger(logger: Logger): MiddlewareHandler<AppEnv> {
   };
 }
 
+/** The /metrics gauges that are read from the database at each scrape. */
+export function databaseGauges(db: Db): MetricReaders {
+  return { outboxDepth: () => outboxDepth(db), callsByState: () => callsByState(db) };
+}
+
 export function createApp(deps: AppDeps) {
   const clock = deps.clock ?? systemClock;
   const db = deps.database.db;
-  const metrics = deps.metrics ?? createMetrics(() => outboxDepth(db));
+  const metrics = deps.metrics ?? createMetrics(databaseGauges(db));
   const flows = deps.flows ?? createFlowRegistry(deps.config.flowsDir);
   const secret = { id: 'local', key: randomBytes(32) };
   const secrets = deps.secrets ?? { signing: secret, verifying: [secret] };
@@ -153,6 +165,7 @@ export function createApp(deps: AppDeps) {
   app.route('/', flowRoutes({ db, flows }));
   app.route('/', hookRoutes({ config: deps.config, ingest, calls, metrics }));
   if (deps.sandbox) app.route('/sandbox', deps.sandbox);
+  app.route('/ui', consoleRoutes({ config: deps.config, db, flows, calls, sandbox: deps.sandbox }));
 
   documentApiAuth(app); // after every route is mounted
   app.doc31('/openapi.json', {

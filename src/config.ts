@@ -52,6 +52,7 @@ const EnvSchema = z.object({
   PROVIDER_API_KEY: optionalString,
   CALLBACK_TOKEN: optionalString,
   API_TOKEN: optionalString,
+  UI_TOKEN: optionalString,
   WEBHOOK_SECRET: optionalString,
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
@@ -127,6 +128,8 @@ export interface Config {
   provider: { login?: string; password?: string; apiKey?: string };
   callbackToken: string | undefined;
   apiTokens: string[];
+  /** UI_TOKEN (comma-separated, for rotation): the console's own token; empty: API_TOKEN's */
+  uiTokens: string[];
   webhookSecret: string | undefined;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   logPii: boolean;
@@ -180,6 +183,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     callbackToken: e.CALLBACK_TOKEN,
     apiTokens: (e.API_TOKEN ?? '')
+      .split(',')
+      .map((t) => t.trim())
+      .filter((t) => t !== ''),
+    uiTokens: (e.UI_TOKEN ?? '')
       .split(',')
       .map((t) => t.trim())
       .filter((t) => t !== ''),

@@ -1,12 +1,14 @@
 /**
- * pino, configured once, so that no call site has to remember what may not be logged:
+ * pino, configured once, so that no call site has to remember what may not be logged. Every
+ * line is scrubbed just before it is written:
  * - secrets (tokens, passwords, keys, authorization headers, cookies) and content (message
  *   texts, raw callback bodies, payloads, menus, call vars) are replaced by `[redacted]`
  *   under their key, at any depth, in log objects, child bindings and errors;
  * - phone numbers are masked to their last four digits (`+********4567`) unless `logPii`:
  *   E.164 numbers anywhere in the line (messages, paths, error texts, also `%2B`-encoded),
  *   and bare digit strings under phone-like keys (`to`, `from`, `phone`, ...);
- * - bearer tokens and `token=`-like query parameters inside strings are cut out.
+ * - bearer tokens, `token=`-like query parameters and the values of a failed database query
+ *   inside strings are cut out.
  *
  * @example
  * const logger = createLogger({ level: config.logLevel, logPii: config.logPii });
@@ -26,14 +28,17 @@ const REDACTED = '[redacted]';
 
 // secrets, by the end of their key: apiToken, callbackToken, x-callback-token, webhookSecret, ...
 const SECRET_KEY = /(token|secret|password|passwd|authorization|api[-_]?key|cookie|signature)$/i;
-// what people wrote or what carries it: texts, raw bodies, payloads, menus, flow vars
-const CONTENT_KEY = /^(text|texts|body|rawbody|payload|messagedata|menu|vars)$/i;
+// what people wrote or what carries it: texts, raw bodies, payloads, menus, flow vars, and
+// the parameters of a failed query (a database error carries the values it was given)
+const CONTENT_KEY = /^(text|texts|body|rawbody|payload|messagedata|menu|vars|params)$/i;
 // keys whose bare digit strings are phone numbers
 const PHONE_KEY = /^(to|from|phone|msisdn|recipient|sender|caller|callee|number|subject)$/i;
 
 const E164_IN_TEXT = /(\+|%2B)(\d{3,11})(\d{4})(?!\d)/gi;
 const BARE_PHONE = /^\d{6,11}(\d{4})$/;
 const BEARER_IN_TEXT = /\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/gi;
+// drizzle's "Failed query: ...\nparams: <every value>" error message
+const QUERY_PARAMS_IN_TEXT = /(\bparams: )[^\n]*/g;
 const SECRET_PARAM_IN_TEXT =
   /([?&;](?:token|access_token|api_key|apikey|key|password|secret|signature)=)[^&\s"#]+/gi;
 
@@ -54,7 +59,8 @@ export function maskPhone(value: string): string {
 export function scrubText(value: string, logPii = false): string {
   const out = value
     .replace(BEARER_IN_TEXT, `$1 ${REDACTED}`)
-    .replace(SECRET_PARAM_IN_TEXT, `$1${REDACTED}`);
+    .replace(SECRET_PARAM_IN_TEXT, `$1${REDACTED}`)
+    .replace(QUERY_PARAMS_IN_TEXT, `$1${REDACTED}`);
   return logPii ? out : maskPhone(out);
 }
 
@@ -91,6 +97,20 @@ export function scrubLogValue(value: unknown, logPii = false, key = '', depth = 
 }
 
 /**
+ * One finished log line, scrubbed: parsed, cleaned by key and by content, written again. It
+ * runs on the line pino is about to write, so it covers what no per-key option reaches
+ * (child bindings, the message string, serialized errors) whoever logged it.
+ */
+export function scrubLogLine(line: string, logPii = false): string {
+  try {
+    const value: unknown = JSON.parse(line);
+    return `${JSON.stringify(scrubLogValue(value, logPii))}\n`;
+  } catch {
+    return scrubText(line, logPii);
+  }
+}
+
+/**
  * Creates the process logger (JSON lines on stdout, or on `destination`). Takes the level, or
  * the level and whether phone numbers may be logged whole.
  */
@@ -99,15 +119,11 @@ export function createLogger(
   destination?: pino.DestinationStream,
 ): Logger {
   const { level, logPii = false } = typeof options === 'string' ? { level: options } : options;
-  const scrubObject = (obj: Record<string, unknown>) =>
-    scrubLogValue(obj, logPii) as Record<string, unknown>;
   return pino(
     {
       level,
       base: { service: 'switchboard' },
-      formatters: { log: scrubObject, bindings: scrubObject },
-      // the last line of defence: the message string itself, whoever wrote it
-      hooks: { streamWrite: (line) => scrubText(line, logPii) },
+      hooks: { streamWrite: (line) => scrubLogLine(line, logPii) },
     },
     destination,
   );

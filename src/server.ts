@@ -5,7 +5,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
-import { createApp } from './app.ts';
+import { createApp, databaseGauges } from './app.ts';
 import { createFlowRegistry } from './calls/registry.ts';
 import { systemClock } from './clock.ts';
 import type { Config } from './config.ts';
@@ -13,7 +13,6 @@ import { type Database, openDatabase } from './db/client.ts';
 import { migrateDatabase } from './db/migrate.ts';
 import { createMetrics } from './http/metrics.ts';
 import type { Logger } from './logger.ts';
-import { outboxDepth } from './messages/dispatcher.ts';
 import { loadWebhookSecrets } from './privacy/webhook-secret.ts';
 import { createProviderClient, type ProviderAuth } from './provider/client.ts';
 import { type CreateSandboxOptions, createSandbox, type Sandbox } from './sandbox/app.ts';
@@ -101,7 +100,7 @@ export async function startServer(
         logger: logger.child({ component: 'sandbox' }),
       });
   const providerBaseUrl = config.providerBaseUrl ?? `${publicUrl}/sandbox`;
-  const metrics = createMetrics(() => outboxDepth(database.db));
+  const metrics = createMetrics(databaseGauges(database.db));
   const provider = createProviderClient({
     baseUrl: providerBaseUrl,
     auth: providerAuth(config),
@@ -145,6 +144,7 @@ export async function startServer(
     calls,
     dispatch: { batchSize: config.dispatchBatchSize },
     poll: { afterMs: config.pollAfterMs, everyMs: config.pollEveryMs },
+    retentionDays: config.retentionDays,
   });
   logger.info({ provider: providerBaseUrl, sandbox: sandbox !== undefined }, 'provider');
 

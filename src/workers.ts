@@ -15,6 +15,7 @@ import {
 } from './messages/dispatcher.ts';
 import { attachPending, type IngestDeps } from './messages/ingest.ts';
 import { pollOnce, type StatusLookup } from './messages/poller.ts';
+import { runRetention } from './privacy/retention.ts';
 
 export interface WorkerDeps {
   database: Database;
@@ -27,6 +28,8 @@ export interface WorkerDeps {
   poll: { afterMs: number; everyMs: number };
   /** the call runtime: dispatcher answers for call messages, durable timers */
   calls: EventDeps;
+  /** RETENTION_DAYS: older raw callbacks, message texts and events are removed; unset keeps all */
+  retentionDays?: number | undefined;
 }
 
 export interface Workers {
@@ -133,11 +136,22 @@ export function startWorkers(deps: WorkerDeps): Workers {
   });
   // durable timers: any instance may fire them (SKIP LOCKED), after a restart too
   const timers = loop('timers', logger, 500, async () => (await fireDueTimers(deps.calls)) > 0);
+  // retention (leader only): a batch of 500 per kind, again at once while more is left
+  const retention = loop('retention', logger, 5 * 60_000, async () => {
+    if (!wasLeader || deps.retentionDays === undefined) return false;
+    return (await runRetention(deps.database.db, deps.clock, deps.retentionDays, 500)).more;
+  });
 
   return {
     wake: () => dispatcher.wake(),
     async stop() {
-      await Promise.all([dispatcher.stop(), attacher.stop(), poller.stop(), timers.stop()]);
+      await Promise.all([
+        dispatcher.stop(),
+        attacher.stop(),
+        poller.stop(),
+        timers.stop(),
+        retention.stop(),
+      ]);
       await leader.release();
     },
   };

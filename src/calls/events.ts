@@ -5,7 +5,7 @@
  */
 import { and, asc, eq, inArray, lte, sql } from 'drizzle-orm';
 import type { Db, Tx } from '../db/client.ts';
-import { callTimers, messages } from '../db/schema/index.ts';
+import { callTimers, inbox, messages } from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
 import { type TokenSecret, verifyNodeToken } from '../flows/index.ts';
 import { type RawCallback, storeRaw } from '../messages/ingest.ts';
@@ -84,8 +84,11 @@ export async function ingestSpeechWebhook(
     const inboxId = await storeRaw(tx, 'speechcall', raw, deps.clock.now());
     if (inboxId === undefined) return { duplicate: true, callId, node, key };
     const call = await lockCall(tx, callId);
-    // a signed token for a call that is gone (erased): acknowledged, nothing to change
-    if (!call) return { duplicate: false, result: 'unknown-call', callId, node, key };
+    // a signed token for a call that is gone (erased): acknowledged, and nothing of it kept
+    if (!call) {
+      await tx.delete(inbox).where(eq(inbox.id, inboxId));
+      return { duplicate: false, result: 'unknown-call', callId, node, key };
+    }
     if (!sameCall(body, call.row.to, await providerIdOf(tx, call.row.messageId))) {
       // a valid token replayed inside another call's webhook: refused, and (thrown inside
       // the transaction) nothing of it is stored

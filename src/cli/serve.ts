@@ -19,7 +19,7 @@ export async function runServe(
     }
     throw err;
   }
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger({ level: config.logLevel, logPii: config.logPii });
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
     server = await startServer(config, logger);

@@ -1,11 +1,13 @@
 /**
  * API_TOKEN: with one or more tokens configured (comma-separated, so a new one can be added
  * before the old one is removed), every request needs `Authorization: Bearer <token>`, except
- * the routes that must stay reachable without it: the operational routes (no personal data),
- * the API reference, the provider's callbacks (their own CALLBACK_TOKEN and signed tokens)
- * and the sandbox (it plays the provider, with the provider's own auth). Everything else,
- * `/v1/*` and `/ui` and any path no route answers, is closed: a route added later is
- * protected unless someone opens it here on purpose.
+ * the routes that must stay reachable without it or answer to a guard of their own: the
+ * operational routes (no personal data), the API reference, the provider's callbacks (their
+ * own CALLBACK_TOKEN and signed tokens), the sandbox (it plays the provider, with the
+ * provider's own auth) and the console under `/ui` (ui/auth.ts: UI_TOKEN, else these same
+ * API tokens, as a bearer token or the session cookie its sign-in page sets, which a browser
+ * needs). Everything else, `/v1/*` and any path no route answers, is closed: a route added
+ * later is protected unless someone opens it here on purpose.
  *
  * @example
  * app.use('*', apiAuth(config.apiTokens));
@@ -17,18 +19,23 @@ import type { AppEnv } from './env.ts';
 import { errorResponse } from './errors.ts';
 
 const OPEN_EXACT = new Set(['/healthz', '/readyz', '/metrics', '/openapi.json', '/docs']);
-const OPEN_PREFIXES = ['/docs/', '/hooks/', '/sandbox/'];
+// /ui is guarded by the console itself (ui/auth.ts), with these tokens unless UI_TOKEN is set
+const OPEN_PREFIXES = ['/docs/', '/hooks/', '/sandbox/', '/ui/'];
 
 /**
- * Whether `path` is served without the API token.
+ * Whether `path` is left to other rules than the API token (none, or a guard of its own).
  *
  * @example
  * isOpenPath('/healthz') // true
  * isOpenPath('/v1/messages') // false
+ * isOpenPath('/ui/calls') // true: the console checks its own token
  */
 export function isOpenPath(path: string): boolean {
   return (
-    OPEN_EXACT.has(path) || path === '/sandbox' || OPEN_PREFIXES.some((p) => path.startsWith(p))
+    OPEN_EXACT.has(path) ||
+    path === '/sandbox' ||
+    path === '/ui' ||
+    OPEN_PREFIXES.some((p) => path.startsWith(p))
   );
 }
 

@@ -69,38 +69,71 @@ export async function isErased(db: Queryable, kind: ErasedKind, id: string): Pro
 }
 
 /**
- * For delivery ingestion: of the events that matched no message, drops those about erased
- * messages. When that leaves nothing of the callback (no event matched, every one dropped),
- * its raw body is deleted again, inside the same transaction, so nothing of it is kept;
- * otherwise the dropped messages' ids are cut out of the stored body.
+ * For delivery ingestion, many callbacks at once: a test telling which of `events` are about
+ * erased messages (by customerMessageId or the provider's id). Pass the events that matched
+ * no message (a message that exists again, with a reused customerMessageId, takes its
+ * events as usual); at most two queries, none when there is nothing to look up.
+ *
+ * @example
+ * const isErased = await erasedFilter(tx, unmatched);
+ * const kept = unmatched.filter((e) => !isErased(e));
+ */
+export async function erasedFilter(
+  tx: Queryable,
+  events: readonly DeliveryEvent[],
+): Promise<(e: DeliveryEvent) => boolean> {
+  const none = () => false;
+  if (events.length === 0) return none;
+  const cmids = await erasedAmong(
+    tx,
+    'customerMessageId',
+    events.flatMap((e) => (e.customerMessageId ? [e.customerMessageId] : [])),
+  );
+  const pmids = await erasedAmong(
+    tx,
+    'providerMessageId',
+    events.flatMap((e) => e.providerMessageIds),
+  );
+  if (cmids.size + pmids.size === 0) return none;
+  return (e) =>
+    (e.customerMessageId !== undefined && cmids.has(e.customerMessageId)) ||
+    e.providerMessageIds.some((p) => pmids.has(p));
+}
+
+/**
+ * What stays of one stored callback some of whose events were dropped: nothing, when they were
+ * all it had (the raw row is deleted again, in the same transaction); otherwise the body, with
+ * the dropped messages' ids cut out.
+ */
+export async function forgetDropped(
+  tx: Tx,
+  callback: { inboxId: number; body: string; events: number; dropped: readonly DeliveryEvent[] },
+): Promise<void> {
+  const { dropped } = callback;
+  if (dropped.length === 0) return;
+  if (dropped.length === callback.events) {
+    await tx.delete(inbox).where(eq(inbox.id, callback.inboxId));
+    return;
+  }
+  const ids = dropped.flatMap((e) => [
+    ...(e.customerMessageId ? [e.customerMessageId] : []),
+    ...e.providerMessageIds,
+  ]);
+  const body = redactMentions(callback.body, { ids });
+  await tx.update(inbox).set({ body }).where(eq(inbox.id, callback.inboxId));
+}
+
+/**
+ * For delivery ingestion, one callback: of the events that matched no message, drops those
+ * about erased messages, and forgets them in the stored body (`forgetDropped`).
  */
 export async function dropErasedEvents(
   tx: Tx,
   callback: { inboxId: number; body: string; events: number; unmatched: DeliveryEvent[] },
 ): Promise<{ kept: DeliveryEvent[]; dropped: number }> {
-  const { unmatched } = callback;
-  if (unmatched.length === 0) return { kept: unmatched, dropped: 0 };
-  const cmids = await erasedAmong(
-    tx,
-    'customerMessageId',
-    unmatched.flatMap((e) => (e.customerMessageId ? [e.customerMessageId] : [])),
-  );
-  const pmids = await erasedAmong(
-    tx,
-    'providerMessageId',
-    unmatched.flatMap((e) => e.providerMessageIds),
-  );
-  if (cmids.size + pmids.size === 0) return { kept: unmatched, dropped: 0 };
-  const isDropped = (e: DeliveryEvent) =>
-    (e.customerMessageId !== undefined && cmids.has(e.customerMessageId)) ||
-    e.providerMessageIds.some((p) => pmids.has(p));
-  const kept = unmatched.filter((e) => !isDropped(e));
-  const dropped = unmatched.length - kept.length;
-  if (dropped === callback.events) {
-    await tx.delete(inbox).where(eq(inbox.id, callback.inboxId));
-  } else {
-    const body = redactMentions(callback.body, { ids: [...cmids, ...pmids] });
-    await tx.update(inbox).set({ body }).where(eq(inbox.id, callback.inboxId));
-  }
-  return { kept, dropped };
+  const isErased = await erasedFilter(tx, callback.unmatched);
+  const dropped = callback.unmatched.filter(isErased);
+  if (dropped.length === 0) return { kept: callback.unmatched, dropped: 0 };
+  await forgetDropped(tx, { ...callback, dropped });
+  return { kept: callback.unmatched.filter((e) => !isErased(e)), dropped: dropped.length };
 }

@@ -108,12 +108,19 @@ function addMessages(subject: Subject, found: MessageKeys[]) {
 }
 
 /**
- * Locks in the order the callbacks take them (a message, then its call), so that an erasure
- * and a callback of the same call wait for each other instead of deadlocking.
+ * Locks in the order the others take them: the dispatcher holds outbox rows while it sends and
+ * then updates their messages; callbacks lock a message, then its call. Taken in that same
+ * order here, an erasure waits for a send or a callback in flight (and they for it) instead of
+ * deadlocking with it.
  */
 const lockMessagesAndCalls: ErasureStep = {
   name: 'lock messages and calls',
   async run(tx, s) {
+    await tx.execute(sql`
+      select o.id from outbox o join messages m on m.id = o.message_id
+      where m."to" = ${s.phone}
+         or m.call_id in (select id from calls where "to" = ${s.phone})
+      order by o.id for update of o`);
     addMessages(
       s,
       await rows<MessageKeys>(

@@ -140,7 +140,7 @@ async function takeMessages(tx: Tx, ids: readonly string[]) {
       ? []
       : rowsOf<{ id: string }>(
           await tx.execute(
-            sql`select id from messages where id in ${idList(ready)} for update skip locked`,
+            sql`select id from messages where id in ${idList(ready)} for no key update skip locked`,
           ),
         ).map((r) => r.id),
   );

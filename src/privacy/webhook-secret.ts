@@ -6,7 +6,8 @@
  *   with it are over.
  * - Unset: a secret is generated once and kept in the `settings` table, so every instance
  *   and every restart signs and verifies with the same one. It keeps verifying after
- *   WEBHOOK_SECRET is set later, so calls in flight survive that change too.
+ *   WEBHOOK_SECRET is set later, so calls in flight survive that change too (to retire it,
+ *   delete the `webhook_secret` row of `settings`).
  *
  * Each secret's key id (carried in the token) is derived from the secret itself, so it is
  * stable across restarts and instances without being configured.
@@ -66,7 +67,7 @@ async function generatedSecret(db: Queryable, create: boolean): Promise<string |
 /** Reads (and, with no WEBHOOK_SECRET, creates once) the signing and verifying secrets. */
 export async function loadWebhookSecrets(
   db: Queryable,
-  config: Pick<Config, 'webhookSecret'>,
+  config: { webhookSecret?: Config['webhookSecret'] },
 ): Promise<WebhookSecrets> {
   const configured = [
     ...new Set(
@@ -77,7 +78,9 @@ export async function loadWebhookSecrets(
     ),
   ];
   const generated = await generatedSecret(db, configured.length === 0);
-  const all = [...configured, ...(generated === undefined ? [] : [generated])].map(asSecret);
+  const all = [...new Set([...configured, ...(generated === undefined ? [] : [generated])])].map(
+    asSecret,
+  );
   const signing = all[0];
   if (!signing) throw new Error('no webhook secret could be read or generated');
   return { signing, verifying: all };

@@ -35,7 +35,15 @@ import type { CallbackSender } from './callbacks.ts';
 import type { Scheduler } from './clock.ts';
 import type { Random } from './random.ts';
 import { normalizeNumber, type Outcome, type ScriptBook } from './scripts.ts';
-import { type CallEndReason, CallTimings, planCall, type ScriptKey } from './speechcall.ts';
+import {
+  type CallEndReason,
+  type CallEvent,
+  CallTimings,
+  menuIdleMs,
+  planCall,
+  type ScriptKey,
+  stepMenu,
+} from './speechcall.ts';
 
 export const LifecycleTimings = CallTimings.extend({
   sentAfterMs: z.number().int().nonnegative().default(500),
@@ -67,6 +75,8 @@ export interface CallRecord {
   to: string;
   state: 'ringing' | 'in-progress' | 'ended' | 'not-answered';
   keys: ScriptKey[];
+  /** Present and true when the keys are pressed live (`POST /_control/calls/{ref}/keys`). */
+  live?: true;
   answeredAt?: string;
   endedAt?: string;
   endReason?: CallEndReason;
@@ -151,13 +161,29 @@ export interface MessageFilter {
   status?: string;
 }
 
+/** What pressing keys on a live call did. */
+export type PressResult =
+  | { ok: true; call: CallRecord }
+  | { ok: false; reason: 'not-found' | 'not-live' | 'ended'; call?: CallRecord };
+
 export interface MessageEngine {
   /** Validates and accepts what it can of one messagelist (already checked to be 1..5000). */
   submit(inputs: readonly unknown[]): SubmitResult;
   get(messageId: string): SandboxMessage | undefined;
   list(filter?: MessageFilter): SandboxMessage[];
   calls(): CallRecord[];
+  /**
+   * Presses `keys` on the live call of message `ref` (its messageId or customerMessageId):
+   * taken at once by the menu that waits, or queued while the call rings.
+   */
+  pressKeys(ref: string, keys: readonly ScriptKey[]): PressResult;
   reset(): void;
+}
+
+/** A live call's keys not yet taken, and how to wake the menu that waits for one. */
+interface LiveKeys {
+  queue: ScriptKey[];
+  wake?: () => void;
 }
 
 /** A primary message or one of its fallbacks, as validated. */
@@ -190,6 +216,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
     { message: AnyMessage; raw: unknown; explicitDeadline: boolean; primary: SandboxMessage }
   >();
   let nextMessagelistId = 1001;
+  const liveKeys = new WeakMap<SandboxMessage, LiveKeys>();
 
   const iso = (ms: number) => new Date(ms).toISOString();
   const terminal = (m: SandboxMessage) => m.status === 'failed' || m.status === 'expired';
@@ -296,53 +323,122 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
     if (m.type === 'speechcall') playCall(m, at);
   }
 
+  /** Records one call event; a webhook is sent (the promise of its first attempt). */
+  function applyCallEvent(
+    m: SandboxMessage,
+    call: CallRecord,
+    event: CallEvent,
+    at: number,
+  ): Promise<void> | undefined {
+    switch (event.type) {
+      case 'menu':
+        call.path.push({ menu: event.menu, visit: event.visit, at: iso(at) });
+        return;
+      case 'input': {
+        const last = call.path[call.path.length - 1];
+        if (last) {
+          last.input = event.input;
+          last.runs = event.runs;
+        }
+        return;
+      }
+      case 'goto':
+        return;
+      case 'hangup':
+        call.state = 'ended';
+        call.endedAt = iso(at);
+        call.endReason = event.reason;
+        return;
+      case 'webhook':
+        call.webhooks.push({
+          menu: event.menu,
+          key: event.key,
+          index: event.index,
+          url: event.url,
+          at: iso(at),
+        });
+        return sender.send({
+          kind: 'webhook',
+          url: event.url,
+          body: { from: m.from, to: m.to, mid: m.messageId, action: event.body },
+          headers: event.headers,
+          messageId: m.messageId,
+        });
+    }
+  }
+
   function playCall(m: SandboxMessage, answeredAt: number): void {
     const original = originals.get(m)?.message;
     const call = m.call;
     if (original?.type !== 'speechcall' || call === undefined) return;
     call.state = 'in-progress';
     call.answeredAt = iso(answeredAt);
+    const live = liveKeys.get(m);
+    if (live !== undefined) {
+      playLive(m, call, original.menu, answeredAt, live);
+      return;
+    }
     const plan = planCall(original.menu, call.keys, deps.timings());
     for (const event of plan.events) {
       const at = answeredAt + event.at;
-      scheduler.at(at, () => {
-        switch (event.type) {
-          case 'menu':
-            call.path.push({ menu: event.menu, visit: event.visit, at: iso(at) });
-            return;
-          case 'input': {
-            const last = call.path[call.path.length - 1];
-            if (last) {
-              last.input = event.input;
-              last.runs = event.runs;
-            }
-            return;
-          }
-          case 'goto':
-            return;
-          case 'hangup':
-            call.state = 'ended';
-            call.endedAt = iso(at);
-            call.endReason = event.reason;
-            return;
-          case 'webhook':
-            call.webhooks.push({
-              menu: event.menu,
-              key: event.key,
-              index: event.index,
-              url: event.url,
-              at: iso(at),
-            });
-            return sender.send({
-              kind: 'webhook',
-              url: event.url,
-              body: { from: m.from, to: m.to, mid: m.messageId, action: event.body },
-              headers: event.headers,
-              messageId: m.messageId,
-            });
-        }
-      });
+      scheduler.at(at, () => applyCallEvent(m, call, event, at));
     }
+  }
+
+  /**
+   * A live call, menu by menu: each menu waits for a pressed key (a queued one is taken
+   * `keyPressMs` after the menu starts, as a scripted one) or its idle timeout, then steps
+   * as the scripted plan would. Every wait has a number, so a timeout that lost the race
+   * to a key does nothing.
+   */
+  function playLive(
+    m: SandboxMessage,
+    call: CallRecord,
+    menu: Parameters<typeof planCall>[0],
+    answeredAt: number,
+    live: LiveKeys,
+  ): void {
+    const t = deps.timings();
+    let current = 0;
+    let visit = 0;
+    let wait = 0;
+    let waiting = false;
+    const takeAt = (at: number) => {
+      const mine = ++wait;
+      scheduler.at(at, () => {
+        if (mine !== wait || call.state !== 'in-progress') return;
+        return input(live.queue.shift() ?? 'timeout', at);
+      });
+    };
+    const enter = (at: number) => {
+      visit++;
+      if (visit > t.maxMenuVisits) {
+        applyCallEvent(m, call, { at, type: 'hangup', reason: 'max-visits' }, at);
+        return;
+      }
+      applyCallEvent(m, call, { at, type: 'menu', menu: current, visit }, at);
+      waiting = true;
+      takeAt(
+        live.queue.length > 0
+          ? at + t.keyPressMs
+          : at + menuIdleMs(menu, current, t, Number.POSITIVE_INFINITY),
+      );
+    };
+    const input = async (key: ScriptKey, at: number): Promise<void> => {
+      waiting = false;
+      const step = stepMenu(menu, current, key, at);
+      const sent = step.events.map((e) => applyCallEvent(m, call, e, at));
+      if ('end' in step) applyCallEvent(m, call, { at, type: 'hangup', reason: step.end }, at);
+      else {
+        current = step.next;
+        enter(at);
+      }
+      await Promise.all(sent);
+    };
+    live.wake = () => {
+      if (waiting) takeAt(scheduler.now());
+    };
+    enter(answeredAt);
   }
 
   function deadlineOf(message: AnyMessage, dispatchAt: number): number {
@@ -410,9 +506,11 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
         to: m.to,
         state: 'ringing',
         keys: m.keys,
+        ...(script?.live === true && { live: true as const }),
         path: [],
         webhooks: [],
       };
+      if (script?.live === true) liveKeys.set(m, { queue: [...m.keys] });
     }
     messages.set(messageId, m);
     forgetOldest();
@@ -548,6 +646,20 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
       );
     },
     calls: () => [...messages.values()].flatMap((m) => (m.call === undefined ? [] : [m.call])),
+    pressKeys(ref, keys) {
+      const m = messages.get(ref) ?? messages.get(byCustomerId.get(ref) ?? '');
+      const call = m?.call;
+      if (m === undefined || call === undefined) return { ok: false, reason: 'not-found' };
+      const live = liveKeys.get(m);
+      if (live === undefined) return { ok: false, reason: 'not-live', call };
+      if (call.state === 'ended' || call.state === 'not-answered' || terminal(m)) {
+        return { ok: false, reason: 'ended', call };
+      }
+      call.keys.push(...keys);
+      live.queue.push(...keys);
+      live.wake?.();
+      return { ok: true, call };
+    },
     reset() {
       messages = new Map();
       byCustomerId = new Map();

@@ -25,6 +25,11 @@ export const Script = z.strictObject({
   to: z.string().min(1).transform(normalizeNumber),
   /** Speech calls: the callee's inputs, menu by menu; when they run out, silence (timeout). */
   keys: z.array(ScriptKey).max(1000).optional(),
+  /**
+   * Speech calls: the callee presses keys live, through `POST /_control/calls/{ref}/keys`,
+   * after any `keys` given here; each menu waits for them until its idle timeout.
+   */
+  live: z.boolean().optional(),
   /** Default: delivered (and read, for Viber). */
   outcome: Outcome.optional(),
   /** Shown in the failed or expired callback; a default text otherwise. */

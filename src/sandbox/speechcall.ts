@@ -17,6 +17,11 @@
  *   there is nothing left to play);
  * - a call stops after `maxMenuVisits` menus, as a real call has a longest duration.
  *
+ * A live call (a script with `live: true`) takes its keys as they are pressed, through
+ * `POST /_control/calls/{ref}/keys`, and steps through each menu with the same `stepMenu`;
+ * there a menu waits its whole idle timeout (not capped by `maxIdleTimeoutMs`), as a person
+ * is at the keypad.
+ *
  * @example
  * planCall([{ introUrl: 'x', dtmfActions: { d1: [{ action: 'hangup' }] } }], ['1'], DEFAULT_CALL_TIMINGS)
  * // events: menu 0 at 0, input '1' (d1) at 500, hangup at 500
@@ -89,8 +94,74 @@ export interface CallPlan {
   durationMs: number;
 }
 
-function idleMs(idleTimeoutMsec: number | undefined, timings: CallTimings): number {
-  return Math.min(idleTimeoutMsec ?? timings.defaultIdleTimeoutMs, timings.maxIdleTimeoutMs);
+/** What one input does in one menu: the events it causes, and where the call goes next. */
+export type MenuStep =
+  | { events: CallEvent[]; next: number }
+  | { events: CallEvent[]; end: CallEndReason };
+
+/**
+ * Runs one input (given at `at`) in menu `current`: the input event, then the key's webhooks
+ * and gotos; either the menu the call continues in or why it ends (the hangup event itself is
+ * left to the caller). The scripted plan and a live call (keys pressed while it plays) both
+ * step through a menu with this, so they cannot disagree.
+ *
+ * @example
+ * stepMenu(menu, 0, '1', 500) // { events: [{ type: 'input', ... }], end: 'hangup-action' }
+ */
+export function stepMenu(
+  menu: SpeechMenu,
+  current: number,
+  input: ScriptKey,
+  at: number,
+): MenuStep {
+  const events: CallEvent[] = [];
+  const item = menu[current];
+  if (item === undefined) return { events, end: 'actions-ended' }; // unreachable for a validated menu
+  if (input === 'hangup') {
+    events.push({ at, type: 'input', menu: current, input, runs: null });
+    return { events, end: 'callee-hangup' };
+  }
+  const pressed = input === 'timeout' ? undefined : (`d${input}` as DtmfKey);
+  const runs: DtmfKey | null =
+    pressed !== undefined && item.dtmfActions[pressed] !== undefined
+      ? pressed
+      : item.dtmfActions.wrong !== undefined
+        ? 'wrong'
+        : null;
+  events.push({ at, type: 'input', menu: current, input, runs });
+  if (runs === null) return { events, end: 'no-wrong' };
+
+  let next: number | undefined;
+  const actions = item.dtmfActions[runs] ?? [];
+  for (const [index, action] of actions.entries()) {
+    if (action.action === 'hangup') return { events, end: 'hangup-action' };
+    if (action.action === 'gotoMenu') {
+      next = menuIndex(action.menu);
+      events.push({ at, type: 'goto', menu: current, key: runs, index, to: next });
+      continue;
+    }
+    events.push({
+      at,
+      type: 'webhook',
+      menu: current,
+      key: runs,
+      index,
+      url: action.url,
+      body: action.body ?? {},
+      headers: action.headers ?? {},
+    });
+  }
+  return next === undefined ? { events, end: 'actions-ended' } : { events, next };
+}
+
+/** How long a menu waits for a key: its idleTimeoutMsec, else the default; `cap` at most. */
+export function menuIdleMs(
+  menu: SpeechMenu,
+  current: number,
+  timings: CallTimings,
+  cap: number = timings.maxIdleTimeoutMs,
+): number {
+  return Math.min(menu[current]?.idleTimeoutMsec ?? timings.defaultIdleTimeoutMs, cap);
 }
 
 /**
@@ -115,48 +186,15 @@ export function planCall(
 
   for (let visit = 1; ; visit++) {
     if (visit > timings.maxMenuVisits) return end('max-visits');
-    const item = menu[current];
-    if (item === undefined) return end('actions-ended'); // unreachable for a validated menu
+    if (menu[current] === undefined) return end('actions-ended'); // unreachable for a validated menu
     events.push({ at, type: 'menu', menu: current, visit });
 
     const input: ScriptKey = keys[nextKey] ?? 'timeout';
     nextKey++;
-    at += input === 'timeout' ? idleMs(item.idleTimeoutMsec, timings) : timings.keyPressMs;
-    if (input === 'hangup') {
-      events.push({ at, type: 'input', menu: current, input, runs: null });
-      return end('callee-hangup');
-    }
-    const pressed = input === 'timeout' ? undefined : (`d${input}` as DtmfKey);
-    const runs: DtmfKey | null =
-      pressed !== undefined && item.dtmfActions[pressed] !== undefined
-        ? pressed
-        : item.dtmfActions.wrong !== undefined
-          ? 'wrong'
-          : null;
-    events.push({ at, type: 'input', menu: current, input, runs });
-    if (runs === null) return end('no-wrong');
-
-    let next: number | undefined;
-    const actions = item.dtmfActions[runs] ?? [];
-    for (const [index, action] of actions.entries()) {
-      if (action.action === 'hangup') return end('hangup-action');
-      if (action.action === 'gotoMenu') {
-        next = menuIndex(action.menu);
-        events.push({ at, type: 'goto', menu: current, key: runs, index, to: next });
-        continue;
-      }
-      events.push({
-        at,
-        type: 'webhook',
-        menu: current,
-        key: runs,
-        index,
-        url: action.url,
-        body: action.body ?? {},
-        headers: action.headers ?? {},
-      });
-    }
-    if (next === undefined) return end('actions-ended');
-    current = next;
+    at += input === 'timeout' ? menuIdleMs(menu, current, timings) : timings.keyPressMs;
+    const step = stepMenu(menu, current, input, at);
+    events.push(...step.events);
+    if ('end' in step) return end(step.end);
+    current = step.next;
   }
 }

@@ -14,6 +14,7 @@ import type { SandboxContext } from '../context.ts';
 import { providerError, readJson } from '../http.ts';
 import { LifecycleTimings } from '../messages.ts';
 import { Script } from '../scripts.ts';
+import { ScriptKey } from '../speechcall.ts';
 import { statusRecord } from './messaging.ts';
 
 const Scripts = z.union([
@@ -34,6 +35,7 @@ const Reachable = z.strictObject({
   recipient: z.string().min(1),
   channels: z.array(CascadeChannel),
 });
+const PressKeys = z.strictObject({ keys: z.array(ScriptKey).min(1).max(100) });
 const Advance = z.strictObject({ ms: z.number().int().nonnegative() });
 const FaultRequest = z.strictObject({
   path: z.string().min(1),
@@ -142,6 +144,31 @@ export function controlRoutes(ctx: SandboxContext): Hono {
   app.get('/calls', (c) => {
     const to = c.req.query('to');
     return c.json(ctx.messages.calls().filter((call) => to === undefined || call.to === to));
+  });
+
+  app.post('/calls/:ref/keys', async (c) => {
+    const body = await parse(c, PressKeys);
+    if (!body.ok) return body.response;
+    const pressed = ctx.messages.pressKeys(c.req.param('ref'), body.value.keys);
+    if (pressed.ok) return c.json({ pressed: body.value.keys, call: pressed.call }, 202);
+    switch (pressed.reason) {
+      case 'not-found':
+        return providerError(
+          c,
+          404,
+          'NOT_FOUND',
+          'no speech call with this messageId or customerMessageId',
+        );
+      case 'not-live':
+        return providerError(
+          c,
+          409,
+          'NOT_LIVE',
+          'this call plays scripted keys; script the number with "live": true to press keys on its next call',
+        );
+      case 'ended':
+        return providerError(c, 409, 'CALL_ENDED', 'the call has ended (or was not answered)');
+    }
   });
 
   app.get('/callbacks', (c) => {

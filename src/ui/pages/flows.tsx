@@ -1,0 +1,306 @@
+/** Flow pages: the list, and one flow with its diagram, params, checks and counts. */
+import { basename } from 'node:path';
+import type { FC } from 'hono/jsx';
+import type { FlowStats } from '../../calls/read.ts';
+import type { LoadedFlow } from '../../flows/index.ts';
+import type { NodeCounts } from '../diagram.ts';
+import { Empty, Notice } from '../layout.tsx';
+
+export const FlowsList: FC<{ flows: LoadedFlow[] }> = ({ flows }) =>
+  flows.length === 0 ? (
+    <Empty>No flows: put YAML files in the flows directory.</Empty>
+  ) : (
+    <table>
+      <caption>Flows in the flows directory</caption>
+      <thead>
+        <tr>
+          <th scope="col">Flow</th>
+          <th scope="col">Title</th>
+          <th scope="col">Version</th>
+          <th scope="col" class="num">
+            Menus
+          </th>
+          <th scope="col">Params</th>
+          <th scope="col">Checks</th>
+        </tr>
+      </thead>
+      <tbody>
+        {flows.map((f) => (
+          <tr>
+            <td>
+              <a href={`/ui/flows/${encodeURIComponent(f.id)}`}>{f.id}</a>
+            </td>
+            <td>{f.compiled?.title ?? f.definition?.title ?? ''}</td>
+            <td>
+              {f.compiled ? (
+                <code>{f.compiled.version.slice(0, 12)}</code>
+              ) : (
+                <span class="muted">not compiled</span>
+              )}
+            </td>
+            <td class="num">
+              {f.compiled
+                ? `${f.compiled.sourceMenus.length} (${f.compiled.menuCount} unrolled)`
+                : Object.keys(f.definition?.menus ?? {}).length}
+            </td>
+            <td>{Object.keys(f.compiled?.params ?? f.definition?.params ?? {}).join(', ')}</td>
+            <td>
+              <CheckSummary flow={f} />
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+
+const CheckSummary: FC<{ flow: LoadedFlow }> = ({ flow }) => {
+  const e = flow.errors.length;
+  const w = flow.warnings.length;
+  if (e === 0 && w === 0) return <span class="badge ok">ok</span>;
+  return (
+    <span class={e > 0 ? 'badge bad' : 'badge warn'}>
+      {`${e} error${e === 1 ? '' : 's'}, ${w} warning${w === 1 ? '' : 's'}`}
+    </span>
+  );
+};
+
+export interface DiagramSources {
+  /** one box per menu as written */
+  folded: string;
+  /** every provider menu: the copies that retries and rounds unroll into */
+  unrolled: string;
+}
+
+/**
+ * The diagram: drawn by the browser from Mermaid source, which is what shows without
+ * JavaScript (the tables on the page hold the same numbers).
+ */
+export const DiagramBox: FC<{ sources: DiagramSources; label: string; call?: boolean }> = (
+  props,
+) => (
+  <section aria-labelledby="diagram-heading">
+    <h2 id="diagram-heading">Diagram</h2>
+    <ul class="legend" aria-label="Legend">
+      {props.call ? (
+        <>
+          <li>
+            <span class="swatch visited" aria-hidden="true" />
+            menus the call went through (taken keys are thick)
+          </li>
+          <li>
+            <span class="swatch current" aria-hidden="true" />
+            where the call waits now
+          </li>
+        </>
+      ) : (
+        <>
+          <li>each menu: visits, and visits that dropped off (no key came back)</li>
+          <li>each key: how many calls took it, in brackets</li>
+          <li>
+            <span class="swatch dropped" aria-hidden="true" />
+            menus with drop-offs
+          </li>
+        </>
+      )}
+    </ul>
+    <div class="diagram" data-diagram="folded" data-label={props.label}>
+      <pre>{props.sources.folded}</pre>
+    </div>
+    <details>
+      <summary>Every provider menu: the copies that retries and rounds unroll into</summary>
+      <div class="diagram" data-diagram="unrolled" data-label={`${props.label}, unrolled`}>
+        <pre>{props.sources.unrolled}</pre>
+      </div>
+    </details>
+  </section>
+);
+
+const IssueList: FC<{ flow: LoadedFlow }> = ({ flow }) => {
+  const issues = [...flow.errors, ...flow.warnings];
+  if (issues.length === 0) return <p>Every check passes.</p>;
+  return (
+    <table>
+      <caption>Problems found by the checks</caption>
+      <thead>
+        <tr>
+          <th scope="col">Severity</th>
+          <th scope="col">Where</th>
+          <th scope="col">Rule</th>
+          <th scope="col">Message</th>
+        </tr>
+      </thead>
+      <tbody>
+        {issues.map((i) => (
+          <tr>
+            <td>
+              <span class={i.severity === 'error' ? 'badge bad' : 'badge warn'}>{i.severity}</span>
+            </td>
+            <td>
+              <code>{`${basename(i.file)}:${i.line}:${i.column}`}</code>
+              {i.path && (
+                <>
+                  {' '}
+                  <code>{i.path}</code>
+                </>
+              )}
+            </td>
+            <td>
+              <code>{i.rule}</code>
+            </td>
+            <td>{i.message}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+};
+
+const CountTable: FC<{ caption: string; what: string; counts: Record<string, number> }> = (
+  props,
+) => {
+  const rows = Object.entries(props.counts).sort((a, b) => b[1] - a[1]);
+  if (rows.length === 0) return <p class="muted">{`${props.caption}: none yet.`}</p>;
+  return (
+    <table>
+      <caption>{props.caption}</caption>
+      <thead>
+        <tr>
+          <th scope="col">{props.what}</th>
+          <th scope="col" class="num">
+            Calls
+          </th>
+        </tr>
+      </thead>
+      <tbody>
+        {rows.map(([k, n]) => (
+          <tr>
+            <td>{k}</td>
+            <td class="num">{n}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+};
+
+export const FlowPage: FC<{
+  flow: LoadedFlow;
+  stats: FlowStats;
+  diagram: DiagramSources | null;
+  counts: Map<string, NodeCounts>;
+  canTry: boolean;
+}> = ({ flow, stats, diagram, counts, canTry }) => {
+  const c = flow.compiled;
+  const params = Object.entries(c?.params ?? {});
+  return (
+    <>
+      <dl class="facts">
+        <dt>Id</dt>
+        <dd>
+          <code>{flow.id}</code>
+        </dd>
+        <dt>File</dt>
+        <dd>
+          <code>{basename(flow.file)}</code>
+        </dd>
+        <dt>Version</dt>
+        <dd>{c ? <code>{c.version}</code> : <span class="muted">not compiled</span>}</dd>
+        <dt>Languages</dt>
+        <dd>{c?.languages.join(', ') ?? '–'}</dd>
+        <dt>Menus</dt>
+        <dd>
+          {c ? `${c.sourceMenus.join(', ')} (${c.menuCount} provider menus after unrolling)` : '–'}
+        </dd>
+        <dt>Calls started</dt>
+        <dd>{stats.started}</dd>
+      </dl>
+      <p>
+        <a href={`/ui/calls?flow=${encodeURIComponent(flow.id)}`}>Calls of this flow</a>
+        {canTry && c && (
+          <>
+            {' · '}
+            <a href={`/ui/try/${encodeURIComponent(flow.id)}`}>Try this flow</a>
+          </>
+        )}
+      </p>
+      {diagram ? (
+        <DiagramBox sources={diagram} label={`Diagram of flow ${flow.id} with visit counts`} />
+      ) : (
+        <Notice error>This flow does not compile, so there is no diagram; see the checks.</Notice>
+      )}
+
+      <h2>Params</h2>
+      {params.length === 0 ? (
+        <p>This flow takes no params.</p>
+      ) : (
+        <table>
+          <caption>Vars a call must (or may) give</caption>
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Type</th>
+              <th scope="col">Required</th>
+              <th scope="col">Default</th>
+              <th scope="col">Description</th>
+            </tr>
+          </thead>
+          <tbody>
+            {params.map(([name, p]) => (
+              <tr>
+                <td>
+                  <code>{name}</code>
+                </td>
+                <td>{p.type}</td>
+                <td>{p.optional || p.default !== undefined ? 'no' : 'yes'}</td>
+                <td>{p.default === undefined ? '' : String(p.default)}</td>
+                <td>{p.description ?? ''}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+
+      <h2>Checks</h2>
+      <IssueList flow={flow} />
+
+      <h2>Counts</h2>
+      {c && (
+        <table>
+          <caption>Per menu node (the same numbers as on the diagram)</caption>
+          <thead>
+            <tr>
+              <th scope="col">Node</th>
+              <th scope="col" class="num">
+                Visits
+              </th>
+              <th scope="col" class="num">
+                Dropped
+              </th>
+              <th scope="col">Keys taken</th>
+            </tr>
+          </thead>
+          <tbody>
+            {c.nodes.map((n) => {
+              const k = counts.get(n.id);
+              const keys = Object.entries(k?.keys ?? {})
+                .map(([key, v]) => `${key === 'wrong' ? 'timeout / wrong' : key}: ${v}`)
+                .join(', ');
+              return (
+                <tr>
+                  <th scope="row">
+                    <code>{`${n.index}: ${n.id}`}</code>
+                  </th>
+                  <td class="num">{k?.visits ?? 0}</td>
+                  <td class="num">{k?.dropped ?? 0}</td>
+                  <td>{keys || <span class="muted">none</span>}</td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      )}
+      <CountTable caption="Outcomes" what="Outcome" counts={stats.outcomes} />
+      <CountTable caption="Calls that failed" what="Status" counts={stats.failures} />
+    </>
+  );
+};

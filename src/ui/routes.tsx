@@ -1,0 +1,557 @@
+/**
+ * The console at /ui: server-rendered pages (hono/jsx) over the same domain reads as the API,
+ * readable without client JavaScript; with it, Mermaid diagrams (served from this process),
+ * live call updates (server-sent events) and a background keypad.
+ *
+ * Pages: `/ui` (home), `/ui/flows`, `/ui/flows/{id}`, `/ui/calls` (search: `id`, `to`,
+ * `flow`, `outcome`, `state`), `/ui/calls/{id}`, `/ui/calls/{id}/keypad`, `/ui/messages`
+ * (search: `ref`, `to`, `status`, `type`, `callId`), `/ui/messages/{ref}`, `/ui/inbound`
+ * (`from`), `/ui/try`, `/ui/try/{flow}`, `/ui/login`. Also: `GET /ui/calls/{id}/events`
+ * (server-sent events: `call` with the live part of the page and the diagram sources, then
+ * `done`), `POST /ui/calls/{id}/keys` (`key=1`: JSON with `Accept: application/json`, else a
+ * redirect back), `POST /ui/try/{flow}`, `POST /ui/login`, `POST /ui/logout`,
+ * `GET /ui/assets/{console.css,console.js,mermaid.min.js}`.
+ *
+ * @example
+ * app.route('/ui', consoleRoutes({ config, db, flows, calls, sandbox }));
+ */
+
+import { type Context, Hono } from 'hono';
+import { deleteCookie, setCookie } from 'hono/cookie';
+import { csrf } from 'hono/csrf';
+import { HTTPException } from 'hono/http-exception';
+import type { Child } from 'hono/jsx';
+import { streamSSE } from 'hono/streaming';
+import { parsePhoneNumberFromString } from 'libphonenumber-js';
+import { type CallView, flowStatsOf, getCall, listCalls } from '../calls/read.ts';
+import type { FlowRegistry } from '../calls/registry.ts';
+import { CALL_STATES } from '../calls/runtime.ts';
+import { type StartDeps, startCall } from '../calls/start.ts';
+import type { Config } from '../config.ts';
+import type { Db } from '../db/client.ts';
+import { AppError, httpStatus } from '../errors.ts';
+import type { CompiledFlow } from '../flows/index.ts';
+import { tokenMatches } from '../http/auth.ts';
+import type { AppEnv } from '../http/env.ts';
+import { onError } from '../http/errors.ts';
+import { isUuid } from '../ids.ts';
+import { listInbound } from '../messages/ingest.ts';
+import { getMessage, listMessages } from '../messages/read.ts';
+import { isMessageStatus } from '../messages/status.ts';
+import { assetRoutes } from './assets.ts';
+import { consoleAuth, SESSION_COOKIE, safeNext, sessionValue } from './auth.ts';
+import { pinnedFlow } from './data.ts';
+import { flowDiagram } from './diagram.ts';
+import { Layout, Notice, type Section } from './layout.tsx';
+import { CallFacts, CallLive, type CallQuery, CallSearch, CallsTable } from './pages/calls.tsx';
+import { DiagramBox, type DiagramSources, FlowPage, FlowsList } from './pages/flows.tsx';
+import { HomePage, LoginPage } from './pages/home.tsx';
+import { InboundPage, MessagePage, MessageSearch, MessagesTable } from './pages/messages.tsx';
+import { Keypad, NO_SANDBOX, TryForm, TryList, type TryValues } from './pages/try.tsx';
+import { type SandboxControl, sandboxControl } from './sandbox.ts';
+
+export interface ConsoleDeps {
+  config: Pick<Config, 'uiTokens' | 'apiTokens'>;
+  db: Db;
+  flows: FlowRegistry;
+  /** what POST /v1/calls uses: the console starts calls the same way */
+  calls: StartDeps;
+  /** the built-in sandbox app; without it (a real provider) there is no "try a flow" */
+  sandbox?: Hono | undefined;
+  /** how often a live call page reads the call again (default 500 ms) */
+  pollMs?: number;
+  /** how long one live stream lasts before the browser reconnects (default 10 minutes) */
+  streamMs?: number;
+}
+
+const OPEN = new Set(['/ui/login', '/ui/logout']);
+const KEY_VALUES = new Set([...'0123456789*#', 'timeout', 'hangup']);
+const FINAL_MESSAGE = new Set(['delivered', 'read', 'rejected', 'failed', 'expired']);
+
+/** A phone number as calls and messages store it (E.164), or what was typed, compacted. */
+function normalizePhone(raw: string): string {
+  const parsed = parsePhoneNumberFromString(raw);
+  return parsed?.isValid() ? parsed.number : raw.replace(/[\s().-]/g, '');
+}
+
+/** Query values, trimmed; empty ones left out (an empty search field means "any"). */
+function query<K extends string>(c: Context, names: readonly K[]): Partial<Record<K, string>> {
+  const out: Partial<Record<K, string>> = {};
+  for (const name of names) {
+    const v = c.req.query(name)?.trim();
+    if (v) out[name] = v;
+  }
+  return out;
+}
+
+function formString(form: Record<string, unknown>, name: string): string {
+  const v = form[name];
+  return typeof v === 'string' ? v.trim() : '';
+}
+
+const wantsJson = (c: Context) => (c.req.header('accept') ?? '').includes('application/json');
+
+/** A call is over for the live view once it ended and every message has its final status. */
+function settled(call: CallView): boolean {
+  return (
+    (call.state === 'ended' || call.state === 'failed') &&
+    call.messages.every((m) => FINAL_MESSAGE.has(m.status))
+  );
+}
+
+function callDiagrams(compiled: CompiledFlow, call: CallView): DiagramSources {
+  const opts = {
+    call: {
+      path: call.path,
+      node: call.node,
+      ended: call.state === 'ended' || call.state === 'failed',
+    },
+  };
+  return {
+    folded: flowDiagram(compiled, { ...opts, folded: true }).source,
+    unrolled: flowDiagram(compiled, opts).source,
+  };
+}
+
+const PRESS_ERRORS: Record<string, string> = {
+  'not-found': 'The sandbox has not got this call yet; press again in a moment.',
+  'not-live': 'This call plays scripted keys, so the keypad cannot press keys on it.',
+  ended: 'The call has ended.',
+  'bad-key': 'That is not a key of the keypad.',
+  'no-sandbox': NO_SANDBOX,
+};
+
+export function consoleRoutes(deps: ConsoleDeps) {
+  const { db, flows } = deps;
+  const tokens = deps.config.uiTokens.length > 0 ? deps.config.uiTokens : deps.config.apiTokens;
+  const sandbox: SandboxControl | undefined = deps.sandbox && sandboxControl(deps.sandbox);
+  const pollMs = deps.pollMs ?? 500;
+  const streamMs = deps.streamMs ?? 10 * 60_000;
+  const app = new Hono<AppEnv>();
+
+  const page = (
+    c: Context,
+    title: string,
+    section: Section | undefined,
+    body: Child,
+    opts: { diagram?: boolean; status?: number } = {},
+  ) =>
+    c.html(
+      <Layout
+        title={title}
+        section={section}
+        diagram={opts.diagram ?? false}
+        signOut={tokens.length > 0}
+      >
+        {body}
+      </Layout>,
+      (opts.status ?? 200) as 200,
+    );
+
+  app.onError((err, c) => {
+    if (err instanceof AppError) {
+      const status = httpStatus(err.code);
+      return page(
+        c,
+        status === 404 ? 'Not found' : 'Cannot show this',
+        undefined,
+        <Notice error>{err.message}</Notice>,
+        { status },
+      );
+    }
+    if (err instanceof HTTPException) return err.getResponse();
+    return onError(err, c as Context<AppEnv>);
+  });
+
+  // assets before the token check: the sign-in page is styled too, and they hold no data
+  app.route('/', assetRoutes());
+  app.use(
+    '*',
+    consoleAuth(tokens, (path) => OPEN.has(path)),
+  );
+  // cookies make form posts from other sites a risk: only same-origin posts are taken
+  app.use('*', csrf());
+
+  app.get('/login', (c) =>
+    page(
+      c,
+      'Sign in',
+      undefined,
+      <LoginPage next={safeNext(c.req.query('next'))} failed={false} />,
+    ),
+  );
+  app.post('/login', async (c) => {
+    const form = await c.req.parseBody();
+    const token = formString(form, 'token');
+    const next = safeNext(formString(form, 'next'));
+    if (tokens.length === 0) return c.redirect(next, 303);
+    // every token is compared in constant time; the cookie stands for the one that matched
+    const match = tokens.find((t) => tokenMatches(token, [t]));
+    if (match === undefined) {
+      return page(c, 'Sign in', undefined, <LoginPage next={next} failed />, { status: 401 });
+    }
+    setCookie(c, SESSION_COOKIE, sessionValue(match), {
+      path: '/ui',
+      httpOnly: true,
+      sameSite: 'Strict',
+      secure: new URL(c.req.url).protocol === 'https:',
+      maxAge: 7 * 24 * 3600,
+    });
+    return c.redirect(next, 303);
+  });
+  app.post('/logout', (c) => {
+    deleteCookie(c, SESSION_COOKIE, { path: '/ui' });
+    return c.redirect('/ui/login', 303);
+  });
+
+  app.get('/', async (c) => {
+    const [all, recent] = await Promise.all([flows.list(), listCalls(db, { limit: 10 })]);
+    return page(
+      c,
+      'Switchboard console',
+      'home',
+      <HomePage flows={all} calls={recent.items} canTry={sandbox !== undefined} />,
+    );
+  });
+
+  app.get('/flows', async (c) =>
+    page(c, 'Flows', 'flows', <FlowsList flows={await flows.list()} />),
+  );
+
+  app.get('/flows/:id', async (c) => {
+    const id = c.req.param('id');
+    const flow = await flows.get(id);
+    if (!flow) throw new AppError('NOT_FOUND', `no flow "${id}" in the flows directory`);
+    const stats = await flowStatsOf(db, id);
+    const diagram = flow.compiled ? flowDiagram(flow.compiled, { stats }) : undefined;
+    const folded = flow.compiled && flowDiagram(flow.compiled, { stats, folded: true });
+    return page(
+      c,
+      `Flow ${flow.compiled?.title ?? flow.definition?.title ?? flow.id}`,
+      'flows',
+      <FlowPage
+        flow={flow}
+        stats={stats}
+        diagram={diagram && folded ? { folded: folded.source, unrolled: diagram.source } : null}
+        counts={diagram?.counts ?? new Map()}
+        canTry={sandbox !== undefined}
+      />,
+      { diagram: diagram !== undefined },
+    );
+  });
+
+  app.get('/calls', async (c) => {
+    const q: CallQuery = query(c, ['id', 'to', 'flow', 'outcome', 'state'] as const);
+    const all = (await flows.list()).map((f) => f.id);
+    const notices: Child[] = [];
+    if (q.id) {
+      if (isUuid(q.id)) {
+        const found = await getCall(db, q.id).catch(() => undefined);
+        if (found) return c.redirect(`/ui/calls/${found.id}`, 303);
+      }
+      notices.push(<Notice error>{`No call has the id "${q.id}".`}</Notice>);
+    }
+    const state = (CALL_STATES as readonly string[]).includes(q.state ?? '') ? q.state : undefined;
+    const result = await listCalls(db, {
+      flow: q.flow,
+      to: q.to ? normalizePhone(q.to) : undefined,
+      outcome: q.outcome,
+      state,
+      cursor: c.req.query('cursor') || undefined,
+      limit: 50,
+    });
+    const next = new URLSearchParams(
+      Object.entries({ ...q, id: undefined, cursor: result.nextCursor ?? undefined }).filter(
+        (e): e is [string, string] => typeof e[1] === 'string',
+      ),
+    );
+    return page(
+      c,
+      'Calls',
+      'calls',
+      <>
+        <CallSearch q={q} flows={all} />
+        {notices}
+        <CallsTable calls={result.items} caption="Calls, newest first" />
+        {result.nextCursor && (
+          <p>
+            <a href={`/ui/calls?${next}`}>Older calls</a>
+          </p>
+        )}
+      </>,
+    );
+  });
+
+  const callPage = async (c: Context, keypad: boolean) => {
+    const call = await getCall(db, c.req.param('id') ?? '');
+    const compiled = await pinnedFlow(db, flows, call.flow, call.flowVersion);
+    const error = c.req.query('error');
+    const status = c.req.query('pressed')
+      ? `Pressed ${c.req.query('pressed')}.`
+      : error
+        ? (PRESS_ERRORS[error] ?? '')
+        : undefined;
+    const live = !settled(call);
+    return page(
+      c,
+      keypad ? `Trying ${call.flow}` : `Call to ${call.to}`,
+      keypad ? 'try' : 'calls',
+      <>
+        <div class="columns">
+          <div>
+            {compiled ? (
+              <DiagramBox
+                sources={callDiagrams(compiled, call)}
+                label={`Diagram of flow ${call.flow} with this call's path`}
+                call
+              />
+            ) : (
+              <Notice error>The flow version of this call is not stored any more.</Notice>
+            )}
+          </div>
+          <div>
+            {keypad &&
+              (sandbox ? (
+                <Keypad callId={call.id} status={status} />
+              ) : (
+                <Notice error>{NO_SANDBOX}</Notice>
+              ))}
+            {!keypad && sandbox && live && (
+              <p>
+                <a href={`/ui/calls/${call.id}/keypad`}>Open the keypad for this call</a>
+              </p>
+            )}
+            <h2>Call</h2>
+            <CallFacts call={call} />
+          </div>
+        </div>
+        <section
+          aria-label="Progress of the call"
+          data-live={live ? `/ui/calls/${call.id}/events` : undefined}
+          data-state={call.state}
+        >
+          <CallLive call={call} />
+          {live && (
+            <noscript>
+              <p>
+                <a href={`/ui/calls/${call.id}${keypad ? '/keypad' : ''}`}>Reload this page</a> to
+                see what happened since.
+              </p>
+            </noscript>
+          )}
+        </section>
+      </>,
+      { diagram: compiled !== undefined },
+    );
+  };
+  app.get('/calls/:id', (c) => callPage(c, false));
+  app.get('/calls/:id/keypad', (c) => callPage(c, true));
+
+  // Live updates: Postgres is the only state, so the stream reads the call again every
+  // pollMs and sends the page's live part when it changed; any instance can serve it.
+  app.get('/calls/:id/events', async (c) => {
+    const first = await getCall(db, c.req.param('id'));
+    const compiled = await pinnedFlow(db, flows, first.flow, first.flowVersion);
+    const signal = c.req.raw.signal;
+    return streamSSE(
+      c,
+      async (stream) => {
+        const until = Date.now() + streamMs;
+        let last = '';
+        let call = first;
+        while (!stream.aborted && !stream.closed && !signal.aborted && Date.now() < until) {
+          const data = JSON.stringify({
+            state: call.state,
+            outcome: call.outcome,
+            html: String(await (<CallLive call={call} />).toString()),
+            diagrams: compiled ? callDiagrams(compiled, call) : null,
+          });
+          if (data !== last) {
+            await stream.writeSSE({ event: 'call', data });
+            last = data;
+          }
+          if (settled(call)) {
+            await stream.writeSSE({ event: 'done', data: '{}' });
+            return;
+          }
+          await stream.sleep(pollMs);
+          call = await getCall(db, call.id);
+        }
+      },
+      async () => {}, // the browser went away or the database is closing: nothing to tell
+    );
+  });
+
+  app.post('/calls/:id/keys', async (c) => {
+    const id = c.req.param('id');
+    const form = await c.req.parseBody();
+    const key = formString(form, 'key');
+    const answer = (ok: boolean, code: string, status: 202 | 400 | 404 | 409) => {
+      const message = ok ? `Pressed ${key}.` : (PRESS_ERRORS[code] ?? code);
+      if (wantsJson(c)) return c.json({ ok, key, message }, status);
+      const q = ok ? `pressed=${encodeURIComponent(key)}` : `error=${code}`;
+      return c.redirect(`/ui/calls/${id}/keypad?${q}`, 303);
+    };
+    if (!sandbox) return answer(false, 'no-sandbox', 409);
+    if (!KEY_VALUES.has(key)) return answer(false, 'bad-key', 400);
+    const call = await getCall(db, id);
+    const own = call.messages.find((m) => m.role === 'call');
+    if (!own) return answer(false, 'not-found', 404);
+    // the dispatcher hands a new call to the sandbox within moments: wait that long for it
+    const until = Date.now() + 3000;
+    for (;;) {
+      const pressed = await sandbox.pressKeys(own.customerMessageId, [key]);
+      if (pressed.ok) return answer(true, '', 202);
+      if (pressed.status !== 404 || Date.now() > until) {
+        const code =
+          pressed.code === 'NOT_LIVE'
+            ? 'not-live'
+            : pressed.code === 'CALL_ENDED'
+              ? 'ended'
+              : 'not-found';
+        return answer(false, code, pressed.status === 404 ? 404 : 409);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  });
+
+  app.get('/messages', async (c) => {
+    const q = query(c, ['ref', 'to', 'status', 'type', 'callId'] as const);
+    const notices: Child[] = [];
+    if (q.ref) {
+      const found = await getMessage(db, q.ref).catch(() => undefined);
+      if (found) return c.redirect(`/ui/messages/${found.id}`, 303);
+      notices.push(<Notice error>{`No message has the id "${q.ref}".`}</Notice>);
+    }
+    const result = await listMessages(db, {
+      to: q.to ? normalizePhone(q.to) : undefined,
+      status: q.status && isMessageStatus(q.status) ? q.status : undefined,
+      type: q.type,
+      callId: q.callId && isUuid(q.callId) ? q.callId : undefined,
+      cursor: c.req.query('cursor') || undefined,
+      limit: 50,
+    });
+    const next = new URLSearchParams(
+      Object.entries({ ...q, ref: undefined, cursor: result.nextCursor ?? undefined }).filter(
+        (e): e is [string, string] => typeof e[1] === 'string',
+      ),
+    );
+    return page(
+      c,
+      'Messages',
+      'messages',
+      <>
+        <MessageSearch q={q} />
+        {notices}
+        <MessagesTable items={result.items} />
+        {result.nextCursor && (
+          <p>
+            <a href={`/ui/messages?${next}`}>Older messages</a>
+          </p>
+        )}
+      </>,
+    );
+  });
+
+  app.get('/messages/:ref', async (c) => {
+    const message = await getMessage(db, c.req.param('ref'));
+    return page(c, `Message to ${message.to}`, 'messages', <MessagePage message={message} />);
+  });
+
+  app.get('/inbound', async (c) => {
+    const from = c.req.query('from')?.trim() || undefined;
+    const result = await listInbound(db, {
+      from: from ? normalizePhone(from) : undefined,
+      limit: 100,
+    });
+    return page(
+      c,
+      'Incoming Viber messages',
+      'inbound',
+      <InboundPage items={result.items} from={from} />,
+    );
+  });
+
+  app.get('/try', async (c) =>
+    page(
+      c,
+      'Try a flow',
+      'try',
+      sandbox ? <TryList flows={await flows.list()} /> : <Notice error>{NO_SANDBOX}</Notice>,
+    ),
+  );
+
+  const tryFlow = async (id: string) => {
+    const flow = await flows.get(id);
+    if (!flow) throw new AppError('NOT_FOUND', `no flow "${id}" in the flows directory`);
+    if (!flow.compiled) throw new AppError('INVALID_FLOW', `flow "${id}" does not compile`);
+    return flow.compiled;
+  };
+  const tryForm = (c: Context, compiled: CompiledFlow, values: TryValues, error?: AppError) =>
+    page(
+      c,
+      `Try ${compiled.id}`,
+      'try',
+      sandbox ? (
+        <TryForm
+          flow={compiled}
+          values={values}
+          errors={error?.details ?? []}
+          message={error?.message}
+        />
+      ) : (
+        <Notice error>{NO_SANDBOX}</Notice>
+      ),
+      { status: error ? 400 : 200 },
+    );
+
+  app.get('/try/:flow', async (c) => {
+    const compiled = await tryFlow(c.req.param('flow'));
+    return tryForm(c, compiled, {
+      to: '+380501234567',
+      from: 'Sandbox',
+      lang: compiled.languages[0] ?? '',
+      vars: {},
+    });
+  });
+
+  app.post('/try/:flow', async (c) => {
+    const compiled = await tryFlow(c.req.param('flow'));
+    if (!sandbox) return tryForm(c, compiled, { to: '', from: '', lang: '', vars: {} });
+    const form = await c.req.parseBody();
+    const values: TryValues = {
+      to: formString(form, 'to'),
+      from: formString(form, 'from'),
+      lang: formString(form, 'lang'),
+      vars: Object.fromEntries(
+        Object.keys(compiled.params)
+          .map((name) => [name, formString(form, `var.${name}`)] as const)
+          .filter(([, v]) => v !== ''),
+      ),
+    };
+    const to = normalizePhone(values.to);
+    await sandbox.armLiveCall(to);
+    try {
+      const started = await startCall(deps.calls, {
+        flow: compiled.id,
+        to,
+        from: values.from,
+        vars: values.vars,
+        ...(values.lang && { lang: values.lang }),
+      });
+      return c.redirect(`/ui/calls/${started.id}/keypad`, 303);
+    } catch (err) {
+      await sandbox.disarm(to);
+      if (err instanceof AppError) return tryForm(c, compiled, values, err);
+      throw err;
+    }
+  });
+
+  // an HTML answer for any other path under /ui
+  app.all('*', (c) =>
+    page(c, 'Not found', undefined, <Notice error>There is no such console page.</Notice>, {
+      status: 404,
+    }),
+  );
+  return app;
+}

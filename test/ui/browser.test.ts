@@ -1,0 +1,139 @@
+/**
+ * The console in a real browser: playwright-core driving Debian's Chromium against the real
+ * server (in-process, on a free port, with the sandbox calling it back over HTTP). Opens a
+ * flow and its diagram, starts a sandbox call from the "try a flow" form, presses keys (one
+ * on the keyboard, one on the on-screen keypad), and sees the path, the outcome and the
+ * follow-up SMS arrive live. Screenshots go to test-artifacts/.
+ *
+ * Needs Chromium at /usr/bin/chromium (`apt-get install -y chromium`), or CHROMIUM_PATH.
+ */
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningServer } from '../../src/server.ts';
+import { phone } from '../support/app.ts';
+import { availableEngines, createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { startTestServer } from '../support/server.ts';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const ARTIFACTS = 'test-artifacts';
+const FLAGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+const WAIT = { timeout: 15_000 };
+
+describe('the console in Chromium', () => {
+  let db: TestDatabase;
+  let server: RunningServer;
+  let context: BrowserContext;
+  let page: Page;
+  let profile: string;
+  const requests: string[] = [];
+  const errors: string[] = [];
+
+  beforeAll(async () => {
+    if (!existsSync(CHROMIUM)) {
+      throw new Error(
+        `no Chromium at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`,
+      );
+    }
+    mkdirSync(ARTIFACTS, { recursive: true });
+    db = await createTestDatabase(availableEngines()[0]!);
+    server = await startTestServer(db.database);
+    profile = mkdtempSync(join(tmpdir(), 'sb-chromium-'));
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: FLAGS,
+      viewport: { width: 1400, height: 1000 },
+    });
+    page = context.pages()[0] ?? (await context.newPage());
+    page.on('request', (r) => requests.push(r.url()));
+    page.on('pageerror', (e) => errors.push(e.message));
+  }, 60_000);
+
+  afterAll(async () => {
+    await context?.close();
+    await server?.stop();
+    await db?.drop();
+    if (profile) rmSync(profile, { recursive: true, force: true });
+  });
+
+  it('opens a flow, tries it with the keypad, and sees the path, outcome and follow-up SMS', async () => {
+    // the flow, with its diagram drawn by the bundle this server serves
+    await page.goto(`${server.url}/ui/flows`);
+    await page.getByRole('link', { name: 'appointment-reminder' }).click();
+    await expect
+      .poll(() => page.getByRole('heading', { level: 1 }).textContent(), WAIT)
+      .toBe('Flow Appointment reminder');
+    const folded = page.locator('[data-diagram="folded"] svg');
+    await folded.waitFor(WAIT);
+    expect(await folded.getAttribute('role')).toBe('img');
+    // the menus as written, the hang-up, and the three reactions
+    expect(await folded.locator('.node').count()).toBe(6);
+    await page.getByText('Every provider menu').click(); // the unrolled one, behind a summary
+    const unrolled = page.locator('[data-diagram="unrolled"] svg');
+    await unrolled.waitFor(WAIT);
+    expect(await unrolled.locator('.node').count()).toBe(16);
+    await page.screenshot({ path: join(ARTIFACTS, 'ui-flow.png'), fullPage: true });
+
+    // try it: a sandbox call from the form, filled in by label
+    await page.getByRole('link', { name: 'Try this flow' }).click();
+    const to = phone();
+    await page.getByLabel('Call this number').fill(to);
+    await page.getByLabel('name', { exact: true }).fill('Ann');
+    await page.getByLabel('date', { exact: true }).fill('Monday 10:00');
+    await page.getByRole('button', { name: 'Start the call' }).click();
+    await page.waitForURL(/\/ui\/calls\/[0-9a-f-]{36}\/keypad$/, WAIT);
+    await page.locator('[data-diagram="folded"] svg').waitFor(WAIT);
+    const live = page.locator('section[data-live]');
+    const status = page.locator('p.call-status');
+
+    // "9" on the keyboard plays the menu again; the path grows live (server-sent events)
+    await page.keyboard.press('9');
+    await expect.poll(() => page.locator('#keypad-status').textContent(), WAIT).toBe('Pressed 9.');
+    await expect
+      .poll(() => live.locator('table[aria-labelledby="path-heading"] tbody tr').count(), WAIT)
+      .toBe(1);
+
+    // then "1" on the on-screen keypad: confirmed, the call ends, the SMS goes out
+    await page.getByRole('button', { name: 'Press 1' }).click();
+    await expect.poll(() => status.textContent(), WAIT).toMatch(/State ended · outcome confirmed/);
+    const sms = live.locator('tr[data-role="follow-up"][data-type="sms"]');
+    await expect.poll(() => sms.textContent(), WAIT).toMatch(/delivered/);
+    const path = await live
+      .locator('table[aria-labelledby="path-heading"] tbody tr td:nth-child(2)')
+      .allTextContents();
+    expect(path).toEqual(['main', 'main/v2']);
+    // the diagrams were drawn again with the path: main (twice, unrolled) and the hang-up
+    await expect
+      .poll(() => page.locator('[data-diagram="folded"] svg .node.visited').count(), WAIT)
+      .toBe(2);
+    await expect
+      .poll(() => page.locator('[data-diagram="unrolled"] svg .node.visited').count(), WAIT)
+      .toBe(3);
+    await page.screenshot({ path: join(ARTIFACTS, 'ui-try-call.png'), fullPage: true });
+
+    // the same call, found by the calls search
+    await page.getByRole('link', { name: 'Calls', exact: true }).click();
+    await page.getByLabel('Phone').fill(to);
+    await page.getByLabel('Outcome').fill('confirmed');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await expect.poll(() => page.locator('table tbody tr').count(), WAIT).toBe(1);
+    await page.screenshot({ path: join(ARTIFACTS, 'ui-calls-search.png'), fullPage: true });
+
+    // nothing came from anywhere but this server, and no script failed
+    const foreign = requests.filter((u) => !u.startsWith(server.url) && !u.startsWith('data:'));
+    expect(foreign).toEqual([]);
+    expect(errors).toEqual([]);
+  }, 60_000);
+});
