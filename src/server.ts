@@ -68,7 +68,9 @@ export async function startServer(
   logger.info('migrations applied');
 
   if (config.apiTokens.length === 0) {
-    logger.warn('API_TOKEN is not set: /v1 is open to anyone who can reach this port');
+    logger.warn(
+      'API_TOKEN is not set: /v1 (and /ui, unless UI_TOKEN is set) is open to anyone who can reach this port',
+    );
   }
   if (!config.callbackToken) {
     logger.warn('CALLBACK_TOKEN is not set: /hooks/delivery and /hooks/viber are open');
