@@ -20,17 +20,15 @@ export async function runServe(
     throw err;
   }
   const logger = createLogger({ level: config.logLevel, logPii: config.logPii });
-  let server: Awaited<ReturnType<typeof startServer>>;
-  try {
-    server = await startServer(config, logger);
-  } catch (err) {
-    logger.fatal({ err }, 'could not start');
-    process.exit(1);
-  }
-  logger.info({ port: server.port }, 'listening');
-  process.stderr.write(nextSteps(config, server.port));
+  let server: Awaited<ReturnType<typeof startServer>> | undefined;
+  let requested: string | undefined;
 
   const shutdown = (signal: string) => {
+    // a signal during start-up: stop as soon as there is something to stop
+    if (!server) {
+      requested = signal;
+      return;
+    }
     logger.info({ signal }, 'shutting down');
     const force = setTimeout(() => {
       logger.error('shutdown took too long; exiting');
@@ -45,6 +43,17 @@ export async function runServe(
       },
     );
   };
+  // installed before anything starts, so a signal is never met by the default handler
   process.once('SIGTERM', () => shutdown('SIGTERM'));
   process.once('SIGINT', () => shutdown('SIGINT'));
+
+  try {
+    server = await startServer(config, logger);
+  } catch (err) {
+    logger.fatal({ err }, 'could not start');
+    process.exit(1);
+  }
+  logger.info({ port: server.port }, 'listening');
+  process.stderr.write(nextSteps(config, server.port));
+  if (requested) shutdown(requested);
 }

@@ -8,10 +8,9 @@
  * await migrateDatabase(database);
  */
 import { mkdirSync } from 'node:fs';
-import { PGlite } from '@electric-sql/pglite';
+import type { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
-import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import * as schema from './schema/index.ts';
@@ -65,6 +64,8 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
   if (!client) {
     const dir = opts.dataDir ?? './.data';
     mkdirSync(dir, { recursive: true });
+    // loaded only when embedded: the WASM engine's module costs ~40 MB of a server's memory
+    const { PGlite } = await import('@electric-sql/pglite');
     client = new PGlite(`${dir.replace(/\/+$/, '')}/pgdata`);
   }
   return openPglite(client);
@@ -80,6 +81,7 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 async function openPglite(client: PGlite): Promise<Database> {
   await client.waitReady;
+  const { drizzle: drizzlePglite } = await import('drizzle-orm/pglite');
   const db = drizzlePglite({ client, schema }) as unknown as Db;
   return {
     kind: 'pglite',
@@ -103,6 +105,10 @@ async function openPostgres(url: string, max: number): Promise<Database> {
     onnotice: () => {},
     // fail fast when the server is gone, so /readyz and the hooks can answer 503 quickly
     connect_timeout: 5,
+    // reconnect soon after the server is back: postgres.js's default waits 3^n/100 s after
+    // the n-th failed attempt (up to 20 s), and a busy server fails many attempts during
+    // an outage of a few seconds; capped at one second, recovery takes about that long
+    backoff: (attempt: number) => Math.min(0.05 * 2 ** attempt, 1),
     connection: { application_name: 'switchboard' },
   });
   const db = drizzlePostgres({ client, schema }) as unknown as Db;

@@ -12,7 +12,6 @@
 import { sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
 import { type Db, rowsOf, type Tx } from '../db/client.ts';
-import { messageEvents } from '../db/schema/index.ts';
 import type { Logger } from '../logger.ts';
 import type { Message, NormalisedMessagelistResponse } from '../provider/message.ts';
 import { rankSql } from './timeline.ts';
@@ -104,40 +103,43 @@ async function recordOutcomes(tx: Tx, outcomes: Outcome[], now: Date): Promise<v
       error: o.error ?? null,
     })),
   );
-  // status moves up a rank only: a callback may already have said `delivered`
+  const events = JSON.stringify(
+    outcomes.map((o) => ({
+      message_id: o.id,
+      status: o.status,
+      detail: {
+        ...(o.providerMessageId && { messageId: o.providerMessageId }),
+        ...(o.messagelistId !== null && { messagelistId: o.messagelistId }),
+        ...(o.parts !== null && { parts: o.parts }),
+        ...(o.text !== null && { text: o.text }),
+        ...(o.resent && { resent: true }),
+        ...(o.error != null && { error: o.error }),
+      },
+    })),
+  );
+  const at = now.toISOString();
+  // one statement, one round trip, whatever the batch size: the status moves up a rank only
+  // (a callback may already have said `delivered`), the timeline gets its events, and the
+  // outbox rows go
   await tx.execute(sql`
-    update messages as m set
-      provider_message_id = coalesce(v.provider_message_id, m.provider_message_id),
-      messagelist_id = coalesce(v.messagelist_id, m.messagelist_id),
-      parts = coalesce(v.parts, m.parts),
-      error = coalesce(v.error, m.error),
-      status = case
-        when m.status in ('read', 'rejected', 'failed', 'expired') then m.status
-        when ${rankSql('v.status')} > ${rankSql('m.status')} then v.status
-        else m.status end,
-      updated_at = ${now.toISOString()}::timestamptz
-    from jsonb_to_recordset(${rows}::jsonb) as v(
-      id uuid, status text, provider_message_id text, messagelist_id bigint, parts int, error jsonb)
-    where m.id = v.id`);
-  const events = outcomes.map((o) => ({
-    messageId: o.id,
-    status: o.status,
-    source: 'dispatch',
-    at: now,
-    receivedAt: now,
-    detail: {
-      ...(o.providerMessageId && { messageId: o.providerMessageId }),
-      ...(o.messagelistId !== null && { messagelistId: o.messagelistId }),
-      ...(o.parts !== null && { parts: o.parts }),
-      ...(o.text !== null && { text: o.text }),
-      ...(o.resent && { resent: true }),
-      ...(o.error != null && { error: o.error }),
-    },
-  }));
-  for (let i = 0; i < events.length; i += 1000) {
-    await tx.insert(messageEvents).values(events.slice(i, i + 1000));
-  }
-  await tx.execute(sql`
+    with u as (
+      update messages as m set
+        provider_message_id = coalesce(v.provider_message_id, m.provider_message_id),
+        messagelist_id = coalesce(v.messagelist_id, m.messagelist_id),
+        parts = coalesce(v.parts, m.parts),
+        error = coalesce(v.error, m.error),
+        status = case
+          when m.status in ('read', 'rejected', 'failed', 'expired') then m.status
+          when ${rankSql('v.status')} > ${rankSql('m.status')} then v.status
+          else m.status end,
+        updated_at = ${at}::timestamptz
+      from jsonb_to_recordset(${rows}::jsonb) as v(
+        id uuid, status text, provider_message_id text, messagelist_id bigint, parts int, error jsonb)
+      where m.id = v.id),
+    e as (
+      insert into message_events (message_id, status, source, detail, at, received_at)
+      select v.message_id, v.status, 'dispatch', v.detail, ${at}::timestamptz, ${at}::timestamptz
+      from jsonb_to_recordset(${events}::jsonb) as v(message_id uuid, status text, detail jsonb))
     delete from outbox where message_id in (
       select id from jsonb_to_recordset(${rows}::jsonb) as v(id uuid))`);
 }

@@ -46,8 +46,37 @@ export interface IngestResult {
   problems: string[];
 }
 
-function dedupKey(kind: string, body: string): string {
+/** The inbox's dedup key: the kind and the exact bytes of the body. */
+export function dedupKey(kind: string, body: string): string {
   return createHash('sha256').update(kind).update('\n').update(body).digest('hex');
+}
+
+// U+0000, and UTF-16 surrogates without their pair
+// biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 is exactly what it looks for
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * Postgres cannot store U+0000 in text or jsonb, nor a lone surrogate (`"\ud800"`, valid JSON)
+ * in jsonb: a body or a parsed value carrying one would fail its insert (a 500, and the
+ * callback never stored). Each is kept as U+FFFD instead. Only strings, arrays and plain
+ * objects are rebuilt (dates and numbers pass through).
+ *
+ * @example
+ * storable({ text: 'a\u0000b' }); // { text: 'a\uFFFDb' }
+ */
+export function storable<T>(value: T): T {
+  if (typeof value === 'string') return value.replace(UNSTORABLE, '\uFFFD') as T;
+  if (Array.isArray(value)) return value.map(storable) as T;
+  if (
+    value !== null &&
+    typeof value === 'object' &&
+    Object.getPrototypeOf(value) === Object.prototype
+  ) {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [storable(k), storable(v)]),
+    ) as T;
+  }
+  return value;
 }
 
 /** Stores the raw body; undefined when the very same body was stored before. */
@@ -62,8 +91,8 @@ export async function storeRaw(
     .values({
       kind,
       dedupKey: dedupKey(kind, raw.body),
-      contentType: raw.contentType ?? null,
-      body: raw.body,
+      contentType: raw.contentType == null ? null : storable(raw.contentType),
+      body: storable(raw.body),
       receivedAt: now,
     })
     .onConflictDoNothing({ target: inbox.dedupKey })
@@ -71,7 +100,8 @@ export async function storeRaw(
   return row?.id;
 }
 
-function toNewEvent(
+/** A parsed callback event as a timeline event, pointing back at its inbox row. */
+export function toNewEvent(
   e: DeliveryEvent,
   inboxId: number,
   now: Date,
@@ -146,7 +176,7 @@ export async function ingestDelivery(deps: IngestDeps, raw: RawCallback): Promis
     if (inboxId === undefined) {
       return { duplicate: true, events: 0, matched: 0, pending: 0, problems: [] };
     }
-    const parsed = parseDeliveryBody(raw.contentType, raw.body, deps.statusMap);
+    const parsed = storable(parseDeliveryBody(raw.contentType, raw.body, deps.statusMap));
     const matches = await matchMessages(tx, parsed.events);
     const groups = new Map<string, NewEvent[]>();
     const unmatched: DeliveryEvent[] = [];
@@ -164,7 +194,7 @@ export async function ingestDelivery(deps: IngestDeps, raw: RawCallback): Promis
     // events about erased messages are dropped, not kept to be attached (privacy/erased.ts)
     const { kept, dropped } = await dropErasedEvents(tx, {
       inboxId,
-      body: raw.body,
+      body: storable(raw.body),
       events: parsed.events.length,
       unmatched,
     });
@@ -272,6 +302,7 @@ export async function ingestViber(deps: IngestDeps, raw: RawCallback): Promise<I
     } catch {
       value = undefined;
     }
+    value = storable(value);
     const problems: string[] = [];
     const items = Array.isArray(value) ? value : [value];
     const rows = [];

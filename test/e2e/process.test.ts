@@ -42,7 +42,8 @@ describe('the real process', () => {
     const second = await startServerProcess({ DATA_DIR: dataDir });
     const res = await fetch(`${second.url}/v1/messages/${cmid}`);
     expect(res.status).toBe(200);
-    expect((await readJson(res)).status).toBe('queued');
+    // the built-in sandbox took it meanwhile: where it got to depends on timing, not on storage
+    expect(['queued', 'accepted', 'sent', 'delivered']).toContain((await readJson(res)).status);
     expect((await second.stop('SIGINT')).code).toBe(0);
   });
 

@@ -10,7 +10,8 @@ import { type EventDeps, ingestSpeechWebhook } from '../../calls/events.ts';
 import type { Config } from '../../config.ts';
 import { AppError } from '../../errors.ts';
 import type { IngestDeps, IngestResult, RawCallback } from '../../messages/ingest.ts';
-import { ingestDelivery, ingestViber } from '../../messages/ingest.ts';
+import { ingestViber } from '../../messages/ingest.ts';
+import { createDeliveryBatcher } from '../../messages/ingest-batch.ts';
 import { ErrorBody } from '../../messages/views.ts';
 import { presentedCallbackToken, tokenMatches } from '../auth.ts';
 import type { AppEnv } from '../env.ts';
@@ -79,7 +80,12 @@ export function hookRoutes(deps: {
       );
     };
 
-  app.post('/hooks/delivery', handle('delivery', ingestDelivery));
+  // concurrent delivery callbacks share a transaction (group commit); see ingest-batch.ts
+  const deliveries = createDeliveryBatcher(deps.ingest);
+  app.post(
+    '/hooks/delivery',
+    handle('delivery', (_, raw) => deliveries.ingest(raw)),
+  );
   app.post('/hooks/speechcall', async (c) => {
     const raw = { contentType: c.req.header('content-type'), body: await c.req.text() };
     let result: Awaited<ReturnType<typeof ingestSpeechWebhook>>;

@@ -1,0 +1,22 @@
+/** What every part of the bench is handed by bench/run.ts. */
+import type { Child } from './lib/children.ts';
+import type { BenchDatabase } from './lib/database.ts';
+
+export interface BenchContext {
+  db: BenchDatabase;
+  /** Switchboard (`src/main.ts`) on the bench database, its provider the bench sandbox */
+  server: Child;
+  /** the sandbox (`bench/sandbox-server.ts`) */
+  sandbox: Child;
+  /** the bare Hono JSON endpoint (`bench/bare-server.ts`) */
+  bare: Child;
+  log(message: string): void;
+  /** seconds of each measured load (BENCH_SECONDS; default 10) */
+  seconds: number;
+  /** scale of the data sets, 1 = as the issue asks (BENCH_SCALE, for quick trial runs) */
+  scale: number;
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;

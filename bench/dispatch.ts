@@ -1,0 +1,80 @@
+/**
+ * (b) Dispatch: `messages` queued messages (outbox rows, committed at once) to acceptance by
+ * the sandbox, which allows 100 requests/s (burst 150) of up to 5000 messages each. Timed from
+ * the commit of the outbox rows to the moment the outbox is empty. The CPU seconds each
+ * process spent in that window say where the time goes.
+ */
+import { type BenchContext, round, sleep } from './context.ts';
+import { seedMessages } from './lib/database.ts';
+import { cpuSeconds, metricValue, postgresCpuSeconds, scrape } from './lib/metrics.ts';
+
+export interface DispatchBench {
+  messages: number;
+  seconds: number;
+  messagesPerSecond: number;
+  /** messagelist requests made, per second, and that as a share of the 100 allowed */
+  requests: number;
+  requestsPerSecond: number;
+  shareOfLimit: number;
+  status429: number;
+  accepted: number;
+  rejected: number;
+  /** CPU seconds spent by each process while the outbox drained */
+  cpu: { switchboard: number; sandbox: number; postgres: number; wall: number };
+}
+
+const PREFIX = 'b-';
+
+export async function benchDispatch(ctx: BenchContext): Promise<DispatchBench> {
+  const messages = Math.round(200_000 * ctx.scale);
+  const metricsBefore = await scrape(ctx.server.url);
+  ctx.log(`(b) queueing ${messages} messages (one commit) and waiting for the outbox to drain`);
+  const start = performance.now();
+  await seedMessages(ctx.db.sql, { prefix: PREFIX, count: messages, outbox: true, analyze: false });
+  // rows are visible to the dispatcher from their commit on: time and CPU count from here
+  const committed = performance.now();
+  const cpuBefore = {
+    switchboard: cpuSeconds(ctx.server.pid),
+    sandbox: cpuSeconds(ctx.sandbox.pid),
+    postgres: postgresCpuSeconds(),
+  };
+  const deadline = committed + 300_000;
+  for (;;) {
+    const [row] = await ctx.db.sql`select count(*)::int as n from outbox`;
+    if (row!.n === 0) break;
+    if (performance.now() > deadline)
+      throw new Error(`(b) outbox still holds ${row!.n} rows after 5 minutes`);
+    await sleep(100);
+  }
+  const end = performance.now();
+  const cpu = {
+    switchboard: round(cpuSeconds(ctx.server.pid) - cpuBefore.switchboard, 1),
+    sandbox: round(cpuSeconds(ctx.sandbox.pid) - cpuBefore.sandbox, 1),
+    postgres: round(postgresCpuSeconds() - cpuBefore.postgres, 1),
+    wall: round((end - committed) / 1000, 1),
+  };
+  const metricsAfter = await scrape(ctx.server.url);
+  const delta = (name: string, labels: Record<string, string> = {}) =>
+    metricValue(metricsAfter, name, labels) - metricValue(metricsBefore, name, labels);
+  const [lists] = await ctx.db.sql`
+    select count(distinct messagelist_id)::int as n from messages
+    where customer_message_id like ${`${PREFIX}%`} and messagelist_id is not null`;
+  // the seeding's own time counts only from the commit: before it the rows were invisible
+  const seconds = (end - committed) / 1000;
+  const requests = lists!.n as number;
+  ctx.log(
+    `(b) drained in ${round(seconds, 1)} s (insert took ${round((committed - start) / 1000, 1)} s)`,
+  );
+  return {
+    messages,
+    seconds: round(seconds, 2),
+    messagesPerSecond: round(messages / seconds, 0),
+    requests,
+    requestsPerSecond: round(requests / seconds, 1),
+    shareOfLimit: round(requests / seconds / 100, 3),
+    status429: delta('switchboard_provider_rate_limited_total'),
+    accepted: delta('switchboard_messages_dispatched_total', { result: 'accepted' }),
+    rejected: delta('switchboard_messages_dispatched_total', { result: 'rejected' }),
+    cpu,
+  };
+}

@@ -1,0 +1,321 @@
+/**
+ * `npm run bench`: Switchboard against the goals of issue 8, on real Postgres.
+ *
+ * - Postgres from DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test); the bench
+ *   creates a database of its own there (`sb_bench_<random>`) and drops it at the end.
+ * - Three child processes on loopback: Switchboard (`src/main.ts`, PORT=0), the provider
+ *   sandbox (`bench/sandbox-server.ts`) as its PROVIDER_BASE_URL, and a bare Hono JSON
+ *   endpoint (`bench/bare-server.ts`). Load comes from this process (autocannon).
+ * - One Switchboard process serves every part, so its peak RSS (VmHWM) covers the whole run.
+ * - Prints a table and writes `bench/results/<timestamp>.json`.
+ *
+ * BENCH_SECONDS (default 10) sets each measured load's length; BENCH_SCALE (default 1) scales
+ * the data sets down for a quick trial (the goals are judged at 1 only); BENCH_ONLY=a,b,c,d
+ * runs some parts only; BENCH_PROF=<dir> writes a CPU profile of the server there;
+ * BENCH_LOG_LEVEL sets the server's LOG_LEVEL (default info, as deployed).
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase } from '../src/db/client.ts';
+import { migrateDatabase } from '../src/db/migrate.ts';
+import { benchCompile, type CompileBench } from './compile.ts';
+import { type BenchContext, round } from './context.ts';
+import { benchDispatch, type DispatchBench } from './dispatch.ts';
+import { benchIngest, type IngestBench } from './ingest.ts';
+import { type Child, ROOT, sampleMemory, spawnChild } from './lib/children.ts';
+import { createBenchDatabase, DEFAULT_ADMIN_URL } from './lib/database.ts';
+import { benchRead, type ReadBench } from './read.ts';
+import { benchSpeech, type SpeechBench } from './speech.ts';
+
+const READY = /"port":(\d+),"msg":"listening"/;
+
+interface GoalRow {
+  goal: string;
+  figure: string;
+  target: string;
+  met: boolean | null;
+}
+
+function machine(postgresVersion: string) {
+  let commit = 'unknown';
+  try {
+    commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT }).toString().trim();
+  } catch {
+    // not a git checkout
+  }
+  return {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    memoryGiB: round(totalmem() / 2 ** 30, 1),
+    node: process.version,
+    postgres: postgresVersion,
+    kernel: readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim(),
+    commit,
+  };
+}
+
+/** A part that did not run (BENCH_ONLY) or failed: its rows say so instead of a figure. */
+type Outcome<T> = T | { error: string } | undefined;
+
+function done<T>(o: Outcome<T>): o is T {
+  return o !== undefined && !(typeof o === 'object' && o !== null && 'error' in o);
+}
+
+function missing(goal: string, target: string, o: Outcome<unknown>): GoalRow {
+  const why =
+    o === undefined ? 'not run (BENCH_ONLY)' : `failed: ${(o as { error: string }).error}`;
+  return { goal, figure: why.slice(0, 120), target, met: null };
+}
+
+function goals(r: {
+  ingest: Outcome<IngestBench>;
+  dispatch: Outcome<DispatchBench>;
+  speech: Outcome<SpeechBench>;
+  read: Outcome<ReadBench>;
+  compile: CompileBench;
+  peakRssMB: number;
+}): GoalRow[] {
+  const { ingest, dispatch, speech, read, compile } = r;
+  const rows: GoalRow[] = [];
+  if (done(ingest)) rows.push(...ingestRows(ingest));
+  else rows.push(missing('(a) /hooks/delivery', '>= 0.35 of bare; p99 <= 25 ms at 2000/s', ingest));
+  rows.push(
+    done(dispatch)
+      ? dispatchRow(dispatch)
+      : missing('(b) dispatch outbox -> sandbox acceptance', '>= 20000 msg/s, 0 x 429', dispatch),
+  );
+  rows.push(
+    done(speech)
+      ? speechRow(speech)
+      : missing('(c) speech webhook -> follow-up in outbox, 500/s', 'p99 <= 50 ms', speech),
+  );
+  rows.push(
+    done(read) ? readRow(read) : missing('(d) GET /v1/messages/{ref}', 'p99 <= 10 ms', read),
+  );
+  return [...rows, ...restRows(compile, r.peakRssMB)];
+}
+
+function ingestRows(ingest: IngestBench): GoalRow[] {
+  const sat = ingest.saturation;
+  const offered = ingest.offered.switchboard;
+  return [
+    {
+      goal: '(a) /hooks/delivery vs bare Hono, saturation',
+      figure: `${sat.switchboard.rps} / ${sat.bare.rps} req/s = ${sat.ratio}`,
+      target: '>= 0.35',
+      met: sat.ratio >= 0.35,
+    },
+    {
+      goal: '(a) /hooks/delivery at 2000 req/s offered',
+      figure: `${offered.rps} req/s answered, p50 ${offered.p50} ms, p99 ${offered.p99} ms`,
+      target: 'p99 <= 25 ms',
+      met: offered.p99 <= 25 && offered.rps >= 1900,
+    },
+  ];
+}
+
+function dispatchRow(dispatch: DispatchBench): GoalRow {
+  return {
+    goal: '(b) dispatch outbox -> sandbox acceptance',
+    figure: `${dispatch.messagesPerSecond} msg/s, ${dispatch.requestsPerSecond} req/s (${round(dispatch.shareOfLimit * 100, 1)}% of 100/s), ${dispatch.status429} x 429`,
+    target: '>= 20000 msg/s, 0 x 429',
+    met: dispatch.messagesPerSecond >= 20_000 && dispatch.status429 === 0,
+  };
+}
+
+function speechRow(speech: SpeechBench): GoalRow {
+  return speech.measured
+    ? {
+        goal: '(c) speech webhook -> follow-up in outbox, 500/s',
+        figure: `p50 ${speech.load.p50} ms, p99 ${speech.load.p99} ms (${speech.load.rps} req/s)`,
+        target: 'p99 <= 50 ms',
+        met: speech.load.p99 <= 50 && speech.load.rps >= 475,
+      }
+    : {
+        goal: '(c) speech webhook -> follow-up in outbox, 500/s',
+        figure: `not measured (${speech.reason})`,
+        target: 'p99 <= 50 ms',
+        met: null,
+      };
+}
+
+function readRow(read: ReadBench): GoalRow {
+  return {
+    goal: `(d) GET /v1/messages/{ref}, ${round(read.messages / 1e6, 2)}M msgs / ${round(read.events / 1e6, 2)}M events`,
+    figure: `p50 ${read.load.p50} ms, p99 ${read.load.p99} ms at ${read.load.rps} req/s (at ${read.light.rps}/s: p99 ${read.light.p99} ms)`,
+    target: 'p99 <= 10 ms',
+    met: read.load.p99 <= 10,
+  };
+}
+
+function restRows(compile: CompileBench, peakRssMB: number): GoalRow[] {
+  return [
+    {
+      goal: `(e) compile a ${compile.menus}-menu flow`,
+      figure: `${compile.ms} ms (median of ${compile.runs})`,
+      target: `< ${compile.goalMs} ms`,
+      met: compile.ms < compile.goalMs,
+    },
+    {
+      goal: '(f) server peak RSS through the run',
+      figure: `${peakRssMB} MB`,
+      target: '<= 250 MB',
+      met: peakRssMB <= 250,
+    },
+  ];
+}
+
+function printTable(rows: GoalRow[]): void {
+  const header = ['goal', 'figure', 'target', 'met'];
+  const cells = rows.map((r) => [
+    r.goal,
+    r.figure,
+    r.target,
+    r.met === null ? '-' : r.met ? 'met' : 'NOT MET',
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const line = (c: string[]) => `| ${c.map((v, i) => v.padEnd(widths[i]!)).join(' | ')} |`;
+  console.log(line(header));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const c of cells) console.log(line(c));
+}
+
+async function main(): Promise<void> {
+  const adminUrl = process.env.DATABASE_URL ?? DEFAULT_ADMIN_URL;
+  const seconds = Number(process.env.BENCH_SECONDS ?? 10);
+  const scale = Number(process.env.BENCH_SCALE ?? 1);
+  const started = Date.now();
+  let rssOf: () => string = () => '';
+  const log = (m: string) =>
+    console.error(`[bench ${round((Date.now() - started) / 1000, 0)}s${rssOf()}] ${m}`);
+  const logDir = mkdtempSync(join(tmpdir(), 'switchboard-bench-'));
+  const db = await createBenchDatabase(adminUrl);
+  const children: Child[] = [];
+  let cleaned = false;
+  const cleanup = async () => {
+    if (cleaned) return;
+    cleaned = true;
+    await Promise.all(children.map((c) => c.stop()));
+    await db.drop().catch((err: unknown) => log(`could not drop ${db.name}: ${String(err)}`));
+    rmSync(logDir, { recursive: true, force: true });
+  };
+  process.once('SIGINT', () => void cleanup().then(() => process.exit(130)));
+  try {
+    log(`database ${db.name}; logs in ${logDir}`);
+    const migrator = await openDatabase({ url: db.url, maxConnections: 1 });
+    await migrateDatabase(migrator);
+    await migrator.close();
+    const [pg] = await db.sql`select current_setting('server_version') as v`;
+
+    const sandbox = await spawnChild({
+      name: 'sandbox',
+      entry: 'bench/sandbox-server.ts',
+      env: { PORT: '0' },
+      ready: READY,
+      logDir,
+    });
+    children.push(sandbox);
+    const bare = await spawnChild({
+      name: 'bare',
+      entry: 'bench/bare-server.ts',
+      env: { PORT: '0' },
+      ready: READY,
+      logDir,
+    });
+    children.push(bare);
+    const server = await spawnChild({
+      name: 'switchboard',
+      entry: 'src/main.ts',
+      env: {
+        PORT: '0',
+        HOST: '127.0.0.1',
+        DATABASE_URL: db.url,
+        PROVIDER_BASE_URL: sandbox.url,
+        LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+      },
+      ready: READY,
+      logDir,
+      // BENCH_PROF=<dir>: a CPU profile of the server, written when it stops
+      ...(process.env.BENCH_PROF && {
+        nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROF}`],
+      }),
+    });
+    children.push(server);
+    const memory = sampleMemory(server);
+    rssOf = () => `, server RSS ${round(((server.memory()?.rssKiB ?? 0) * 1024) / 1e6, 0)} MB`;
+    const ctx: BenchContext = { db, server, sandbox, bare, log, seconds, scale };
+
+    // the server's memory after each part: where the peak comes from
+    const rssMB: Record<string, number> = {};
+    const mark = (part: string) => {
+      rssMB[part] = round((memory.peakKiB() * 1024) / 1e6, 1);
+    };
+    const loadBefore = loadavg()[0]!;
+    mark('started');
+    log('(e) compile');
+    const compile = benchCompile();
+    const only = process.env.BENCH_ONLY?.split(',').map((p) => p.trim());
+    const part = async <T>(name: string, fn: () => Promise<T>): Promise<Outcome<T>> => {
+      if (only && !only.includes(name)) return undefined;
+      try {
+        return await fn();
+      } catch (err) {
+        log(`(${name}) failed: ${err instanceof Error ? err.message : String(err)}`);
+        return { error: err instanceof Error ? err.message : String(err) };
+      } finally {
+        mark(name);
+      }
+    };
+    const ingest = await part('a', () => benchIngest(ctx));
+    const dispatch = await part('b', () => benchDispatch(ctx));
+    // (d) before (c): the call runtime's work goes on after (c) (timers, follow-ups to send)
+    const read = await part('d', () => benchRead(ctx));
+    const speech = await part('c', () => benchSpeech(ctx));
+    const peakRssMB = round((memory.stop() * 1024) / 1e6, 1);
+
+    const results = {
+      ingest,
+      dispatch,
+      speech,
+      read,
+      compile,
+      peakRssMB,
+      peakRssAfterMB: rssMB,
+      loadAverage: { before: round(loadBefore, 2), after: round(loadavg()[0]!, 2) },
+    };
+    const rows = goals(results);
+    console.log('');
+    printTable(rows);
+    console.log('');
+    const at = new Date();
+    const out = {
+      at: at.toISOString(),
+      seconds,
+      scale,
+      machine: machine(String(pg!.v)),
+      goals: rows,
+      results,
+      durationSeconds: round((Date.now() - started) / 1000, 0),
+    };
+    mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+    const file = join(
+      ROOT,
+      'bench/results',
+      `${at
+        .toISOString()
+        .replace(/:/g, '-')
+        .replace(/\.\d+Z$/, 'Z')}.json`,
+    );
+    writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`);
+    console.log(`results: ${file.slice(ROOT.length)} (${out.durationSeconds} s)`);
+  } catch (err) {
+    for (const c of children) console.error(`--- ${c.name} log (tail) ---\n${c.tail(3000)}`);
+    throw err;
+  } finally {
+    await cleanup();
+  }
+}
+
+await main();

@@ -1,0 +1,90 @@
+/**
+ * Group commit of delivery callbacks (src/messages/ingest-batch.ts) when a batch holds the
+ * awkward cases: the same body twice, a callback for a message not known yet, a body that is
+ * not JSON, and one callback whose processing throws. Each callback gets the answer it would
+ * have got alone, and the poisonous one does not take its neighbours down.
+ */
+import { eq } from 'drizzle-orm';
+import { beforeAll, expect, it } from 'vitest';
+import { systemClock } from '../../src/clock.ts';
+import { inbox, messages } from '../../src/db/schema/index.ts';
+import { statusMapWith } from '../../src/messages/delivery-parse.ts';
+import type { IngestDeps } from '../../src/messages/ingest.ts';
+import { createDeliveryBatcher, ingestDeliveries } from '../../src/messages/ingest-batch.ts';
+import { submitMessages } from '../../src/messages/submit.ts';
+import { statusOf } from '../../src/messages/timeline.ts';
+import { phone, uniq } from '../support/app.ts';
+import { describeEachEngine } from '../support/db.ts';
+
+const raw = (body: unknown) => ({ contentType: 'application/json', body: JSON.stringify(body) });
+
+describeEachEngine('delivery callbacks in one transaction', (ctx) => {
+  let deps: IngestDeps;
+  beforeAll(() => {
+    deps = { db: ctx.database().db, clock: systemClock, statusMap: statusMapWith({}) };
+  });
+
+  async function message(): Promise<{ id: string; cmid: string }> {
+    const cmid = uniq('batch');
+    const { results } = await submitMessages(deps, [
+      { from: 'Acme', to: phone(), type: 'sms', text: 'hi', customerMessageId: cmid },
+    ]);
+    return { id: results[0]!.id!, cmid };
+  }
+
+  it('answers duplicates, early callbacks and unreadable bodies as one by one would', async () => {
+    const a = await message();
+    const early = uniq('not-yet');
+    const sent = raw({ customerMessageId: a.cmid, status: 'sent', timestamp: '2026-01-01T00:00:01Z' });
+    const delivered = raw({
+      customerMessageId: a.cmid,
+      status: 'delivered',
+      timestamp: '2026-01-01T00:00:02Z',
+      channel: 'sms',
+    });
+    const results = await ingestDeliveries(deps, [
+      delivered,
+      sent,
+      sent,
+      raw({ customerMessageId: early, status: 'delivered' }),
+      { contentType: 'application/json', body: '{not json' },
+    ]);
+    expect(results.map((r) => r.duplicate)).toEqual([false, false, true, false, false]);
+    expect(results[0]).toMatchObject({ events: 1, matched: 1, pending: 0 });
+    expect(results[3]).toMatchObject({ events: 1, matched: 0, pending: 1 });
+    expect(results[4]!.problems.length).toBeGreaterThan(0);
+    // sent after delivered in arrival order, but not in event time: delivered stays
+    expect(await statusOf(deps.db, a.id)).toBe('delivered');
+    const [row] = await deps.db.select().from(messages).where(eq(messages.id, a.id));
+    expect(row?.deliveredVia).toBe('sms');
+    // the same body again, in a later batch: a duplicate, nothing changes
+    const again = await ingestDeliveries(deps, [sent]);
+    expect(again[0]!.duplicate).toBe(true);
+    const stored = await deps.db.select().from(inbox).where(eq(inbox.id, results[3]!.inboxId!));
+    expect(stored[0]?.pending).toBe(1);
+  });
+
+  it('retries a failed batch one callback at a time: only the poisonous one fails', async () => {
+    const ok = await message();
+    const poison = await message();
+    const batcher = createDeliveryBatcher(
+      {
+        ...deps,
+        onRecorded: async (_tx, result) => {
+          if (result.messageId === poison.id) throw new Error('poison');
+        },
+      },
+      { concurrency: 1 },
+    );
+    // the first goes alone; the three others queue behind it and share one transaction
+    const answers = await Promise.allSettled([
+      batcher.ingest(raw({ customerMessageId: ok.cmid, status: 'sent' })),
+      batcher.ingest(raw({ customerMessageId: ok.cmid, status: 'delivered' })),
+      batcher.ingest(raw({ customerMessageId: poison.cmid, status: 'delivered' })),
+      batcher.ingest(raw({ customerMessageId: uniq('unknown'), status: 'delivered' })),
+    ]);
+    expect(answers.map((a) => a.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+    expect(await statusOf(deps.db, ok.id)).toBe('delivered');
+    expect(await statusOf(deps.db, poison.id)).toBe('queued');
+  });
+});

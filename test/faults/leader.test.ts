@@ -1,0 +1,133 @@
+/**
+ * The dispatcher leader killed mid-batch: two server processes on one database, one provider
+ * (a standalone sandbox both send to). The leader is killed with SIGKILL while messages are
+ * being dispatched; the other takes the advisory lock over and finishes. Counted at the
+ * provider, every message ends with exactly one acceptance: none lost, none sent twice.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { sql } from 'drizzle-orm';
+import { afterAll, describe, expect, it } from 'vitest';
+import { rowsOf } from '../../src/db/client.ts';
+import { availableEngines, createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { type Proc, sleep, spawnProcess } from './helpers.ts';
+
+const onPostgres = availableEngines().includes('postgres');
+
+interface ProviderRecord {
+  customerMessageId: string | null;
+  parentMessageId: string | null;
+}
+
+describe('the dispatcher leader killed mid-batch', () => {
+  let db: TestDatabase | undefined;
+  const procs: Proc[] = [];
+  let sink: Server | undefined;
+  afterAll(async () => {
+    await Promise.all(procs.map((p) => p.kill('SIGKILL')));
+    sink?.close();
+    await db?.drop();
+  });
+
+  it.runIf(onPostgres)(
+    'hands over to the other instance; each message is accepted exactly once',
+    async () => {
+      db = await createTestDatabase('postgres');
+      // callbacks are not what this test is about: a sink takes them
+      sink = createServer((req, res) => {
+        req.resume();
+        req.on('end', () => res.writeHead(200).end());
+      });
+      await new Promise<void>((resolve) => sink!.listen(0, '127.0.0.1', resolve));
+      const sinkPort = (sink.address() as AddressInfo).port;
+      const sandbox = await spawnProcess({
+        entry: 'src/sandbox/main.ts',
+        env: {
+          SANDBOX_PORT: '0',
+          SANDBOX_CALLBACK_URL: `http://127.0.0.1:${sinkPort}/hooks/delivery`,
+        },
+        ready: /listening at http:\/\/127\.0\.0\.1:(\d+)/,
+      });
+      procs.push(sandbox);
+      // small batches, so that the kill lands in the middle of the work
+      const env = {
+        DATABASE_URL: db.url!,
+        PROVIDER_BASE_URL: sandbox.url,
+        DISPATCH_BATCH_SIZE: '25',
+      };
+      const first = await spawnProcess({ env });
+      procs.push(first);
+      await first.waitFor(/became dispatcher leader/, 20_000);
+      const second = await spawnProcess({ env });
+      procs.push(second);
+
+      const total = 2000;
+      const cmids = Array.from({ length: total }, (_, i) => `lead-${i}`);
+      const res = await fetch(`${second.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          messages: cmids.map((customerMessageId, i) => ({
+            from: 'Acme',
+            to: `+38050${String(1_000_000 + i).padStart(7, '0')}`,
+            type: 'sms',
+            text: `message ${i}`,
+            customerMessageId,
+          })),
+        }),
+      });
+      expect(res.status).toBe(202);
+
+      const accepted = async () => {
+        const r = await fetch(`${sandbox.url}/_control/messages`);
+        const list = (await r.json()) as ProviderRecord[];
+        return list.filter(
+          (m) => m.parentMessageId === null && m.customerMessageId?.startsWith('lead-'),
+        );
+      };
+      // kill the leader once it has sent some, with plenty left
+      const deadline = Date.now() + 30_000;
+      let before = 0;
+      while (Date.now() < deadline) {
+        before = (await accepted()).length;
+        if (before >= 300) break;
+        await sleep(50);
+      }
+      expect(before).toBeGreaterThan(0);
+      expect(before).toBeLessThan(total);
+      first.child.kill('SIGKILL');
+      await second.waitFor(/became dispatcher leader/, 20_000);
+
+      let records: ProviderRecord[] = [];
+      const until = Date.now() + 60_000;
+      while (Date.now() < until) {
+        records = await accepted();
+        if (records.length >= total) break;
+        await sleep(200);
+      }
+      const perMessage = new Map<string, number>();
+      for (const r of records) {
+        perMessage.set(r.customerMessageId!, (perMessage.get(r.customerMessageId!) ?? 0) + 1);
+      }
+      expect(cmids.filter((c) => !perMessage.has(c))).toEqual([]);
+      expect([...perMessage].filter(([, n]) => n !== 1)).toEqual([]);
+
+      // and Switchboard agrees: one recorded acceptance per message, none left in the outbox
+      const rows = rowsOf<{ cmid: string; accepted: number }>(
+        await db.database.db.execute(sql`
+          select m.customer_message_id as cmid,
+                 count(e.id) filter (where e.status = 'accepted' and e.source = 'dispatch')::int as accepted
+          from messages m left join message_events e on e.message_id = m.id
+          where m.customer_message_id like 'lead-%'
+          group by m.customer_message_id`),
+      );
+      expect(rows).toHaveLength(total);
+      expect(rows.filter((r) => r.accepted !== 1)).toEqual([]);
+      const outbox = rowsOf<{ n: number }>(
+        await db.database.db.execute(sql`select count(*)::int as n from outbox`),
+      );
+      expect(outbox[0]?.n).toBe(0);
+    },
+    120_000,
+  );
+});

@@ -1,0 +1,124 @@
+/**
+ * Postgres restarted under callback load, on a private Postgres server of this test's own
+ * (never the shared one other test files use): while it is down no request gets a 2xx (the
+ * answer is 503, so the provider retries); within 5 seconds of it coming back, callbacks are
+ * stored and acknowledged again; and every 2xx of the whole run is in the database.
+ */
+import postgres from 'postgres';
+import { afterAll, describe, expect, it } from 'vitest';
+import { availableEngines } from '../support/db.ts';
+import {
+  canRunPrivatePostgres,
+  type PrivatePostgres,
+  type Proc,
+  post,
+  sleep,
+  spawnProcess,
+  startPrivatePostgres,
+} from './helpers.ts';
+
+// CI runs the suite on real Postgres (TEST_DATABASE_URL); this test brings its own server
+const enabled = availableEngines().includes('postgres') && canRunPrivatePostgres;
+
+interface Sent {
+  body: string;
+  sentAt: number;
+  answeredAt: number;
+  status: number;
+}
+
+describe('Postgres restarted under load', () => {
+  let pg: PrivatePostgres | undefined;
+  let server: Proc | undefined;
+  afterAll(async () => {
+    await server?.kill('SIGKILL');
+    pg?.destroy();
+  });
+
+  it.runIf(enabled)(
+    'answers no 2xx while it is down, and recovers within 5 s after',
+    async () => {
+      pg = await startPrivatePostgres();
+      server = await spawnProcess({
+        env: { DATABASE_URL: pg.url, PROVIDER_BASE_URL: 'http://127.0.0.1:9' },
+      });
+      const url = `${server.url}/hooks/delivery`;
+      const sent: Sent[] = [];
+      let stop = false;
+      let seq = 0;
+      const worker = async () => {
+        // bounded in count and time: at most 2000 requests per worker
+        for (let i = 0; i < 2000 && !stop; i++) {
+          const n = seq++;
+          const body = JSON.stringify({
+            customerMessageId: `pg-${n}`,
+            status: 'delivered',
+            timestamp: new Date().toISOString(),
+          });
+          const sentAt = performance.now();
+          const status = await post(url, body, AbortSignal.timeout(10_000));
+          sent.push({ body, sentAt, answeredAt: performance.now(), status });
+          if (status !== 200) await sleep(20); // a provider backs off a little on errors
+        }
+      };
+      const workers = Array.from({ length: 8 }, () => worker());
+      try {
+        await sleep(1000);
+        const okBefore = sent.filter((s) => s.status === 200).length;
+        expect(okBefore).toBeGreaterThan(0);
+
+        // a crash: no checkpoint, no goodbye to the clients, recovery at the next start
+        pg.stop('immediate');
+        const downAt = performance.now();
+        await sleep(2000);
+        const readyWhileDown = await fetch(`${server.url}/readyz`);
+        expect(readyWhileDown.status).toBe(503);
+        pg.start();
+        const upAt = performance.now();
+
+        // recovery: a callback sent after Postgres is back is acknowledged within 5 s
+        let recoveredAt: number | undefined;
+        while (performance.now() - upAt < 8000) {
+          const ok = sent.find((s) => s.sentAt >= upAt && s.status === 200);
+          if (ok) {
+            recoveredAt = ok.answeredAt;
+            break;
+          }
+          await sleep(25);
+        }
+        await sleep(500);
+        stop = true;
+        await Promise.all(workers);
+
+        // nothing sent after the crash and answered before the restart was a 2xx
+        const whileDown = sent.filter((s) => s.sentAt >= downAt && s.answeredAt <= upAt);
+        expect(whileDown.length).toBeGreaterThan(0);
+        expect(whileDown.filter((s) => s.status >= 200 && s.status < 300)).toEqual([]);
+        expect(new Set(whileDown.map((s) => s.status))).toEqual(new Set([503]));
+        expect(recoveredAt, 'no 2xx within 8 s of the restart').toBeDefined();
+        expect(recoveredAt! - upAt).toBeLessThanOrEqual(5000);
+        console.info(`first 2xx ${Math.round(recoveredAt! - upAt)} ms after Postgres was back`);
+        expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
+
+        // and every acknowledged callback of the run is stored
+        const acknowledged = sent.filter((s) => s.status === 200).map((s) => s.body);
+        const sql = postgres(pg.url, { max: 1, onnotice: () => {} });
+        try {
+          const rows = await sql<{ body: string }[]>`select body from inbox`;
+          const stored = new Set(rows.map((r) => r.body));
+          expect(acknowledged.filter((b) => !stored.has(b))).toEqual([]);
+        } finally {
+          await sql.end();
+        }
+      } catch (err) {
+        // the server's own account of what happened (it may have died)
+        console.error(server.output().slice(-4000));
+        throw err;
+      } finally {
+        stop = true;
+        await Promise.all(workers);
+      }
+    },
+    60_000,
+  );
+});
