@@ -35,7 +35,11 @@ describeEachEngine('delivery callbacks in one transaction', (ctx) => {
   it('answers duplicates, early callbacks and unreadable bodies as one by one would', async () => {
     const a = await message();
     const early = uniq('not-yet');
-    const sent = raw({ customerMessageId: a.cmid, status: 'sent', timestamp: '2026-01-01T00:00:01Z' });
+    const sent = raw({
+      customerMessageId: a.cmid,
+      status: 'sent',
+      timestamp: '2026-01-01T00:00:01Z',
+    });
     const delivered = raw({
       customerMessageId: a.cmid,
       status: 'delivered',
@@ -83,7 +87,12 @@ describeEachEngine('delivery callbacks in one transaction', (ctx) => {
       batcher.ingest(raw({ customerMessageId: poison.cmid, status: 'delivered' })),
       batcher.ingest(raw({ customerMessageId: uniq('unknown'), status: 'delivered' })),
     ]);
-    expect(answers.map((a) => a.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+    expect(answers.map((a) => a.status)).toEqual([
+      'fulfilled',
+      'fulfilled',
+      'rejected',
+      'fulfilled',
+    ]);
     expect(await statusOf(deps.db, ok.id)).toBe('delivered');
     expect(await statusOf(deps.db, poison.id)).toBe('queued');
   });
