@@ -8,7 +8,9 @@
  */
 import type { Context, MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import type { z } from 'zod';
 import type { ErrorDetail } from '../errors.ts';
+import { issuesToDetails } from '../provider/issues.ts';
 import type { TokenBucket } from './rate-limit.ts';
 
 export interface ProviderErrorBody {
@@ -84,5 +86,29 @@ export function authHeaders(c: Context) {
     'x-authorization-key': c.req.header('x-authorization-key'),
     'x-viber-auth-token': c.req.header('x-viber-auth-token'),
     'x-tg-bot-key': c.req.header('x-tg-bot-key'),
+  };
+}
+
+/** Reads a JSON body and checks it with `schema`; a 400 in the provider's error shape otherwise. */
+export async function parseBody<T>(
+  c: Context,
+  schema: z.ZodType<T>,
+  opts: { requireJsonType?: boolean } = {},
+): Promise<{ ok: true; value: T } | { ok: false; response: Response }> {
+  const read = await readJson(c, opts);
+  if (!read.ok) return read;
+  const parsed = schema.safeParse(read.body);
+  if (parsed.success) return { ok: true, value: parsed.data };
+  const details = issuesToDetails(parsed.error.issues);
+  const first = details[0];
+  return {
+    ok: false,
+    response: providerError(
+      c,
+      400,
+      'BAD_REQUEST',
+      first ? `${first.path === '' ? 'body' : first.path}: ${first.message}` : 'invalid request',
+      details,
+    ),
   };
 }

@@ -5,10 +5,9 @@
  */
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { z } from 'zod';
-import { issuesToDetails } from '../../provider/issues.ts';
 import { type ChatFailure, OperatorStatus } from '../chat.ts';
 import type { SandboxContext } from '../context.ts';
-import { providerError, rateLimit, readJson } from '../http.ts';
+import { parseBody, providerError, rateLimit } from '../http.ts';
 
 const CompanyTokenRequest = z.object({ login: z.string(), password: z.string() });
 const OperatorTokenRequest = z.object({ id: z.number().int(), expiresAt: z.string() });
@@ -29,29 +28,6 @@ const StatusRequest = z.object({
 
 function failure(c: Context, f: ChatFailure): Response {
   return providerError(c, f.status, f.error, f.message);
-}
-
-async function parseBody<T>(
-  c: Context,
-  schema: z.ZodType<T>,
-  opts: { requireJsonType?: boolean } = {},
-): Promise<{ ok: true; value: T } | { ok: false; response: Response }> {
-  const read = await readJson(c, opts);
-  if (!read.ok) return read;
-  const parsed = schema.safeParse(read.body);
-  if (parsed.success) return { ok: true, value: parsed.data };
-  const details = issuesToDetails(parsed.error.issues);
-  const first = details[0];
-  return {
-    ok: false,
-    response: providerError(
-      c,
-      400,
-      'BAD_REQUEST',
-      first ? `${first.path === '' ? 'body' : first.path}: ${first.message}` : 'invalid request',
-      details,
-    ),
-  };
 }
 
 /** The token as sent: `Authorization: Bearer <t>`, or `X-Authorization-Key: <t>`. */

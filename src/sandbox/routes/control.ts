@@ -4,14 +4,13 @@
  * See src/sandbox/README.md for every endpoint.
  */
 import { randomUUID } from 'node:crypto';
-import { type Context, Hono } from 'hono';
+import { Hono } from 'hono';
 import { z } from 'zod';
-import { issuesToDetails } from '../../provider/issues.ts';
 import { Recipient } from '../../provider/message.ts';
 import { CallbackKind, CallbackOptions } from '../callbacks.ts';
 import { CascadeChannel } from '../cascade.ts';
 import type { SandboxContext } from '../context.ts';
-import { providerError, readJson } from '../http.ts';
+import { parseBody, providerError } from '../http.ts';
 import { LifecycleTimings } from '../messages.ts';
 import { Script } from '../scripts.ts';
 import { ScriptKey } from '../speechcall.ts';
@@ -42,28 +41,6 @@ const FaultRequest = z.strictObject({
   status: z.union([z.literal(500), z.literal(502), z.literal(503), z.literal(504)]).default(500),
   count: z.number().int().positive().default(1),
 });
-
-async function parse<T>(
-  c: Context,
-  schema: z.ZodType<T>,
-): Promise<{ ok: true; value: T } | { ok: false; response: Response }> {
-  const read = await readJson(c);
-  if (!read.ok) return read;
-  const parsed = schema.safeParse(read.body);
-  if (parsed.success) return { ok: true, value: parsed.data };
-  const details = issuesToDetails(parsed.error.issues);
-  const first = details[0];
-  return {
-    ok: false,
-    response: providerError(
-      c,
-      400,
-      'BAD_REQUEST',
-      first ? `${first.path === '' ? 'body' : first.path}: ${first.message}` : 'invalid request',
-      details,
-    ),
-  };
-}
 
 export function controlRoutes(ctx: SandboxContext): Hono {
   const app = new Hono();
@@ -100,7 +77,7 @@ export function controlRoutes(ctx: SandboxContext): Hono {
 
   app.get('/options', (c) => c.json({ ...ctx.options.get(), timings: ctx.timings.get() }));
   app.post('/options', async (c) => {
-    const body = await parse(c, OptionsPatch);
+    const body = await parseBody(c, OptionsPatch);
     if (!body.ok) return body.response;
     const { timings, ...options } = body.value;
     const next = ctx.options.set(options);
@@ -110,7 +87,7 @@ export function controlRoutes(ctx: SandboxContext): Hono {
 
   app.get('/scripts', (c) => c.json(ctx.scripts.list()));
   app.post('/scripts', async (c) => {
-    const body = await parse(c, Scripts);
+    const body = await parseBody(c, Scripts);
     if (!body.ok) return body.response;
     const list = Array.isArray(body.value)
       ? body.value
@@ -147,7 +124,7 @@ export function controlRoutes(ctx: SandboxContext): Hono {
   });
 
   app.post('/calls/:ref/keys', async (c) => {
-    const body = await parse(c, PressKeys);
+    const body = await parseBody(c, PressKeys);
     if (!body.ok) return body.response;
     const pressed = ctx.messages.pressKeys(c.req.param('ref'), body.value.keys);
     if (pressed.ok) return c.json({ pressed: body.value.keys, call: pressed.call }, 202);
@@ -186,7 +163,7 @@ export function controlRoutes(ctx: SandboxContext): Hono {
   });
 
   app.post('/viber/inbound', async (c) => {
-    const body = await parse(c, InboundRequest);
+    const body = await parseBody(c, InboundRequest);
     if (!body.ok) return body.response;
     const url = ctx.viberCallbackUrl;
     if (url === undefined) {
@@ -222,7 +199,7 @@ export function controlRoutes(ctx: SandboxContext): Hono {
     return c.json({ recipient, channels: ctx.cascade.reachable(recipient) });
   });
   app.post('/cascade/reachable', async (c) => {
-    const body = await parse(c, Reachable);
+    const body = await parseBody(c, Reachable);
     if (!body.ok) return body.response;
     ctx.cascade.setReachable(body.value.recipient, body.value.channels);
     return c.json({
@@ -233,7 +210,7 @@ export function controlRoutes(ctx: SandboxContext): Hono {
 
   app.get('/faults', (c) => c.json(ctx.faults.list()));
   app.post('/faults', async (c) => {
-    const body = await parse(c, FaultRequest);
+    const body = await parseBody(c, FaultRequest);
     if (!body.ok) return body.response;
     ctx.faults.add(body.value);
     return c.json(ctx.faults.list(), 201);
@@ -259,7 +236,7 @@ export function controlRoutes(ctx: SandboxContext): Hono {
         'this sandbox runs on the real clock; create it with a manual clock to advance time',
       );
     }
-    const body = await parse(c, Advance);
+    const body = await parseBody(c, Advance);
     if (!body.ok) return body.response;
     await clock.advance(body.value.ms);
     return c.json({ now: new Date(clock.now()).toISOString(), manual: true });
