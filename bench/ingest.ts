@@ -9,10 +9,11 @@
 import { type BenchContext, round } from './context.ts';
 import { seedMessages } from './lib/database.ts';
 import { type LoadResult, runLoad } from './lib/load.ts';
+import { type CpuUse, cpuMeter } from './lib/metrics.ts';
 
 export interface IngestBench {
-  saturation: { switchboard: LoadResult; bare: LoadResult; ratio: number };
-  offered: { switchboard: LoadResult; bare: LoadResult };
+  saturation: { switchboard: LoadResult; bare: LoadResult; ratio: number; cpu: CpuUse };
+  offered: { switchboard: LoadResult; bare: LoadResult; cpu: CpuUse };
   /** callbacks stored in the inbox during the measured runs, against the 2xx answers */
   stored: number;
   acknowledged: number;
@@ -71,16 +72,25 @@ export async function benchIngest(ctx: BenchContext): Promise<IngestBench> {
   ctx.log('(a) saturation: bare endpoint');
   const bareSat = await load(ctx.bare.url);
   ctx.log('(a) saturation: /hooks/delivery');
+  let meter = cpuMeter(ctx.server.pid);
   const sbSat = await load(ctx.server.url);
+  const satCpu = meter.stop(sbSat.requests);
   ctx.log('(a) 2000 requests/s offered: bare endpoint');
   const bareRate = await load(ctx.bare.url, 2000);
   ctx.log('(a) 2000 requests/s offered: /hooks/delivery');
+  meter = cpuMeter(ctx.server.pid);
   const sbRate = await load(ctx.server.url, 2000);
+  const rateCpu = meter.stop(sbRate.requests);
   const stored = (await inboxCount()) - before;
 
   return {
-    saturation: { switchboard: sbSat, bare: bareSat, ratio: round(sbSat.rps / bareSat.rps, 3) },
-    offered: { switchboard: sbRate, bare: bareRate },
+    saturation: {
+      switchboard: sbSat,
+      bare: bareSat,
+      ratio: round(sbSat.rps / bareSat.rps, 3),
+      cpu: satCpu,
+    },
+    offered: { switchboard: sbRate, bare: bareRate, cpu: rateCpu },
     stored,
     acknowledged: ok(sbSat) + ok(sbRate),
   };

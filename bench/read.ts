@@ -7,6 +7,7 @@
 import { type BenchContext, round } from './context.ts';
 import { seedMessages } from './lib/database.ts';
 import { type LoadResult, runLoad } from './lib/load.ts';
+import { type CpuUse, cpuMeter } from './lib/metrics.ts';
 
 export interface ReadBench {
   messages: number;
@@ -14,6 +15,8 @@ export interface ReadBench {
   seedSeconds: number;
   /** at 500 requests/s offered: the figure judged against the goal */
   load: LoadResult;
+  /** CPU of the server and of Postgres during the 500/s load */
+  cpu: CpuUse;
   /** at 100 requests/s offered: the lookup itself, with the server mostly idle */
   light: LoadResult;
 }
@@ -70,6 +73,7 @@ export async function benchRead(ctx: BenchContext): Promise<ReadBench> {
     request,
   });
   ctx.log('(d) 500 requests/s offered');
+  const meter = cpuMeter(ctx.server.pid);
   const load = await runLoad({
     url: ctx.server.url,
     seconds: ctx.seconds,
@@ -78,11 +82,13 @@ export async function benchRead(ctx: BenchContext): Promise<ReadBench> {
     method: 'GET',
     request,
   });
+  const cpu = meter.stop(load.requests);
   return {
     messages: totals!.messages as number,
     events: totals!.events as number,
     seedSeconds: round(seedSeconds, 1),
     load,
+    cpu,
     light,
   };
 }

@@ -10,7 +10,6 @@
 import { randomBytes } from 'node:crypto';
 import { OpenAPIHono } from '@hono/zod-openapi';
 import type { Hono, MiddlewareHandler } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
 import { requestId } from 'hono/request-id';
 import { callStatusHook, type EventDeps } from './calls/events.ts';
 import { callsByState } from './calls/read.ts';
@@ -20,9 +19,10 @@ import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Database, Db } from './db/client.ts';
 import { apiAuth, documentApiAuth } from './http/api-auth.ts';
+import { bodyLimits } from './http/body.ts';
 import { docsRoutes } from './http/docs.ts';
 import type { AppEnv } from './http/env.ts';
-import { errorResponse, notFound, onError, validationHook } from './http/errors.ts';
+import { notFound, onError, validationHook } from './http/errors.ts';
 import {
   createMetrics,
   type MetricReaders,
@@ -63,34 +63,6 @@ export interface AppDeps {
 }
 
 export const VERSION = '0.1.0';
-
-const KiB = 1024;
-const MiB = 1024 * KiB;
-// 5000 messages of up to ~6 KiB each (a 10-part SMS with a fallback is ~3.5 KiB), 10 000
-// calls of ~3 KiB each, callbacks carrying 5000 events; everything else: 1 MiB
-// (test/http/limits.test.ts holds these sizes)
-const LARGE_BODY = 32 * MiB;
-const DEFAULT_BODY = 1 * MiB;
-
-function bodyLimits(): MiddlewareHandler<AppEnv> {
-  const tooLarge = (max: number) =>
-    bodyLimit({
-      maxSize: max,
-      onError: (c) =>
-        errorResponse(c, 'PAYLOAD_TOO_LARGE', `the request body is larger than ${max / MiB} MiB`),
-    });
-  const large = tooLarge(LARGE_BODY);
-  const small = tooLarge(DEFAULT_BODY);
-  return (c, next) => {
-    const path = c.req.path;
-    const big =
-      path === '/v1/messages' ||
-      path === '/v1/calls/batch' ||
-      path.startsWith('/hooks/') ||
-      path.startsWith('/sandbox/');
-    return (big ? large : small)(c, next);
-  };
-}
 
 function requestLogger(logger: Logger): MiddlewareHandler<AppEnv> {
   return async (c, next) => {

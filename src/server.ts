@@ -78,11 +78,12 @@ export async function startServer(
 
   // Listen first: with PORT=0 the port, and so the URLs the sandbox and the provider call
   // back, are known only then. Requests before the app is built get a 503.
-  let handler: ((req: Request) => Response | Promise<Response>) | undefined;
+  // env: Node's own request and response (@hono/node-server), which src/http/body.ts reads
+  let handler: ((req: Request, env: unknown) => Response | Promise<Response>) | undefined;
   const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
     const s = serve(
       {
-        fetch: (req) => handler?.(req) ?? STARTING.clone(),
+        fetch: (req, env) => handler?.(req, env) ?? STARTING.clone(),
         port: config.port,
         hostname: config.host,
       },
@@ -135,7 +136,7 @@ export async function startServer(
     ...(sandbox && { sandbox: sandbox.app }),
     onQueued: () => workers?.wake(),
   });
-  handler = (req) => app.fetch(req);
+  handler = (req, env) => app.fetch(req, env);
   workers = startWorkers({
     database,
     provider,

@@ -56,3 +56,40 @@ export function postgresCpuSeconds(): number {
   }
   return sum;
 }
+
+/** CPU seconds of the server and of Postgres over a window, and per request in it. */
+export interface CpuUse {
+  switchboardSeconds: number;
+  postgresSeconds: number;
+  /** microseconds of CPU per answered request */
+  switchboardUsPerRequest: number;
+  postgresUsPerRequest: number;
+}
+
+/**
+ * Starts counting the CPU the server (`pid`) and Postgres use; `stop(requests)` gives the
+ * totals and the cost per request. Postgres is every postgres process on the machine, so
+ * the figure is honest only while nothing else uses it.
+ *
+ * @example
+ * const meter = cpuMeter(ctx.server.pid);
+ * const load = await runLoad(...);
+ * const cpu = meter.stop(load.requests);
+ */
+export function cpuMeter(pid: number): { stop(requests: number): CpuUse } {
+  const server = cpuSeconds(pid);
+  const pg = postgresCpuSeconds();
+  return {
+    stop(requests) {
+      const s = cpuSeconds(pid) - server;
+      const p = postgresCpuSeconds() - pg;
+      const per = (seconds: number) => (requests > 0 ? Math.round((seconds * 1e6) / requests) : 0);
+      return {
+        switchboardSeconds: Math.round(s * 100) / 100,
+        postgresSeconds: Math.round(p * 100) / 100,
+        switchboardUsPerRequest: per(s),
+        postgresUsPerRequest: per(p),
+      };
+    },
+  };
+}

@@ -15,10 +15,9 @@
  * const batcher = createDeliveryBatcher(ingestDeps);
  * const result = await batcher.ingest({ contentType: 'application/json', body }); // after commit
  */
-import { inArray, or, type SQL, sql } from 'drizzle-orm';
-import type { Tx } from '../db/client.ts';
+import { sql } from 'drizzle-orm';
+import { rowsOf, type Tx } from '../db/client.ts';
 import { isDatabaseUnavailable } from '../db/errors.ts';
-import { inbox, messages } from '../db/schema/index.ts';
 import { erasedFilter, forgetDropped } from '../privacy/erased.ts';
 import { type DeliveryEvent, parseDeliveryBody } from './delivery-parse.ts';
 import {
@@ -143,22 +142,26 @@ export async function ingestDeliveries(
     const firsts = new Map<string, Item>();
     for (const item of items) if (!firsts.has(item.key)) firsts.set(item.key, item);
     const keys = [...firsts.keys()].sort();
-    const inserted = await tx
-      .insert(inbox)
-      .values(
-        keys.map((key) => {
-          const { raw } = firsts.get(key)!;
-          return {
-            kind: 'delivery',
-            dedupKey: key,
-            contentType: raw.contentType == null ? null : storable(raw.contentType),
-            body: storable(raw.body),
-            receivedAt: now,
-          };
-        }),
-      )
-      .onConflictDoNothing({ target: inbox.dedupKey })
-      .returning({ id: inbox.id, key: inbox.dedupKey });
+    const bodies = keys.map((key) => {
+      const { raw } = firsts.get(key)!;
+      return {
+        key,
+        content_type: raw.contentType == null ? null : storable(raw.contentType),
+        body: storable(raw.body),
+      };
+    });
+    // statements of one text whatever the batch's size (rows travel as one JSON parameter):
+    // Postgres parses and plans each once per connection, not once per batch size
+    const inserted = rowsOf<{ id: number | string; key: string }>(
+      await tx.execute(sql`
+        insert into inbox (kind, dedup_key, content_type, body, received_at)
+        select 'delivery', v.key, v.content_type, v.body, ${now.toISOString()}::timestamptz
+        from jsonb_to_recordset(${JSON.stringify(bodies)}::jsonb)
+          as v(key text, content_type text, body text)
+        order by v.key
+        on conflict (dedup_key) do nothing
+        returning id, dedup_key as key`),
+    ).map((r) => ({ id: Number(r.id), key: r.key }));
     for (const row of inserted) firsts.get(row.key)!.inboxId = row.id;
     const fresh = items.filter((i) => i.inboxId !== undefined);
     if (fresh.length === 0) return items.map(answer);
@@ -330,23 +333,18 @@ async function lockMessages(tx: Tx, events: DeliveryEvent[]): Promise<LockedMess
     ...new Set(events.flatMap((e) => (e.customerMessageId ? [e.customerMessageId] : []))),
   ];
   const pmids = [...new Set(events.flatMap((e) => e.providerMessageIds))];
-  const conditions: SQL[] = [];
-  if (cmids.length > 0) conditions.push(inArray(messages.customerMessageId, cmids));
-  if (pmids.length > 0) conditions.push(inArray(messages.providerMessageId, pmids));
-  if (conditions.length === 0) return [];
-  const rows = await tx
-    .select({
-      id: messages.id,
-      cmid: messages.customerMessageId,
-      pmid: messages.providerMessageId,
-      status: messages.status,
-      fallbacks: sql<number>`coalesce(jsonb_array_length(case when jsonb_typeof(${messages.payload}->'fallbacks') = 'array' then ${messages.payload}->'fallbacks' end), 0)`,
-      callId: messages.callId,
-      role: messages.role,
-    })
-    .from(messages)
-    .where(or(...conditions))
-    .orderBy(messages.id)
-    .for('update');
+  if (cmids.length + pmids.length === 0) return [];
+  const rows = rowsOf<Omit<LockedMessage, 'fallbacks'> & { fallbacks: number | string }>(
+    await tx.execute(sql`
+      select id, customer_message_id as cmid, provider_message_id as pmid, status,
+             coalesce(jsonb_array_length(case when jsonb_typeof(payload->'fallbacks') = 'array'
+               then payload->'fallbacks' end), 0) as fallbacks,
+             call_id as "callId", role
+      from messages
+      where customer_message_id = any(array(select jsonb_array_elements_text(${JSON.stringify(cmids)}::jsonb)))
+         or provider_message_id = any(array(select jsonb_array_elements_text(${JSON.stringify(pmids)}::jsonb)))
+      order by id
+      for update`),
+  );
   return rows.map((r) => ({ ...r, fallbacks: Number(r.fallbacks) }));
 }

@@ -70,18 +70,9 @@ interface TimelineJson {
   detail: unknown;
 }
 
-/**
- * One message with its timeline; `AppError('NOT_FOUND')` when no ref matches. One statement,
- * so one snapshot: the status always agrees with the timeline shown beside it, and the read
- * costs one round trip (not a transaction of four).
- */
-export async function getMessage(db: Db, ref: string): Promise<MessageView> {
-  const match = or(
-    ...(isUuid(ref) ? [eq(messages.id, ref)] : []),
-    eq(messages.customerMessageId, ref),
-    eq(messages.providerMessageId, ref),
-  );
-  const rows = await db
+function messageWithTimeline(db: Db, withId: boolean) {
+  const ref = sql.placeholder('ref');
+  return db
     .select({
       message: messages,
       timeline: sql<TimelineJson[] | string>`(
@@ -91,8 +82,34 @@ export async function getMessage(db: Db, ref: string): Promise<MessageView> {
         from ${messageEvents} e where e.message_id = "messages"."id")`,
     })
     .from(messages)
-    .where(match)
-    .limit(3);
+    .where(
+      or(
+        ...(withId ? [eq(messages.id, ref)] : []),
+        eq(messages.customerMessageId, ref),
+        eq(messages.providerMessageId, ref),
+      ),
+    )
+    .limit(3)
+    .prepare(withId ? 'get_message_by_id_or_ref' : 'get_message_by_ref');
+}
+
+type PreparedRead = ReturnType<typeof messageWithTimeline>;
+// built once per database: the statement's SQL is made once, and Postgres plans it once per
+// connection, rather than both on every read
+const preparedReads = new WeakMap<Db, { byIdOrRef: PreparedRead; byRef: PreparedRead }>();
+
+/**
+ * One message with its timeline; `AppError('NOT_FOUND')` when no ref matches. One statement,
+ * so one snapshot: the status always agrees with the timeline shown beside it, and the read
+ * costs one round trip (not a transaction of four).
+ */
+export async function getMessage(db: Db, ref: string): Promise<MessageView> {
+  let reads = preparedReads.get(db);
+  if (!reads) {
+    reads = { byIdOrRef: messageWithTimeline(db, true), byRef: messageWithTimeline(db, false) };
+    preparedReads.set(db, reads);
+  }
+  const rows = await (isUuid(ref) ? reads.byIdOrRef : reads.byRef).execute({ ref });
   // an exact id wins, then a customerMessageId, then the provider's id
   const found =
     rows.find((r) => r.message.id === ref) ??

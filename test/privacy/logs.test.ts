@@ -4,9 +4,10 @@
  * server logs at trace level while it takes messages, sends them through the sandbox, hears
  * the delivery callbacks back, takes a Viber message and erases a person.
  */
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
-import { createLogger, maskPhone } from '../../src/logger.ts';
+import { createLogger, maskPhone, rewriteLogLine, scrubLogLine } from '../../src/logger.ts';
 import { type RunningServer, startServer } from '../../src/server.ts';
 import { phone, readJson, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
@@ -129,6 +130,60 @@ describe('the logger', () => {
       token: '[redacted]',
       msg: 'to +380501234567',
     });
+  });
+
+  it('writes a line unparsed only when the full scrub would not change it', () => {
+    // keys and values drawn from what the scrubbers look for, and from what they leave alone
+    const key = fc.constantFrom(
+      'msg',
+      'path',
+      'status',
+      'apiToken',
+      'x-callback-token',
+      'text',
+      'body',
+      'to',
+      'from',
+      'phone',
+      'note',
+      'authorization',
+      'params',
+      'vars',
+      'id',
+      'url',
+    );
+    const value = fc.oneof(
+      fc.constantFrom(
+        '+380501234567',
+        '380501234567',
+        '%2B380501234567',
+        'Bearer abcdefgh12345678',
+        'https://x.test/cb?token=s3cret&a=1',
+        'Failed query: select 1\nparams: +380501234567',
+        '/v1/messages/order-42',
+        'delivered',
+        '12345',
+        'Basic dXNlcjpwYXNz',
+      ),
+      fc.string(),
+      fc.integer(),
+    );
+    const tree = fc.letrec((tie) => ({
+      node: fc.oneof(
+        { depthSize: 'small' },
+        value,
+        fc.array(tie('node'), { maxLength: 3 }),
+        fc.dictionary(key, tie('node'), { maxKeys: 4 }),
+      ),
+    })).node;
+    fc.assert(
+      fc.property(fc.dictionary(key, tree, { maxKeys: 6 }), fc.boolean(), (obj, logPii) => {
+        const line = `${JSON.stringify({ level: 30, ...obj })}\n`;
+        const out = scrubLogLine(line, logPii);
+        expect(JSON.parse(out)).toEqual(JSON.parse(rewriteLogLine(line, logPii)));
+      }),
+      { numRuns: 2000 },
+    );
   });
 
   it('leaves what is not a phone number alone', () => {

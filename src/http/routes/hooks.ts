@@ -14,6 +14,7 @@ import { ingestViber } from '../../messages/ingest.ts';
 import { createDeliveryBatcher } from '../../messages/ingest-batch.ts';
 import { ErrorBody } from '../../messages/views.ts';
 import { presentedCallbackToken, tokenMatches } from '../auth.ts';
+import { readText } from '../body.ts';
 import type { AppEnv } from '../env.ts';
 import { errorResponse } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
@@ -61,7 +62,7 @@ export function hookRoutes(deps: {
         deps.metrics.callbacks.inc({ kind, outcome: 'unauthorized' });
         return errorResponse(c, 'UNAUTHORIZED', 'missing or wrong callback token');
       }
-      const raw = { contentType: c.req.header('content-type'), body: await c.req.text() };
+      const raw = { contentType: c.req.header('content-type'), body: await readText(c) };
       const result = await ingest(deps.ingest, raw);
       deps.metrics.callbacks.inc({
         kind,

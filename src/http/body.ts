@@ -1,0 +1,108 @@
+/**
+ * Request bodies: their size limits, and reading a raw body as text. Both avoid the Fetch
+ * API's machinery where Node serves the request: `@hono/node-server` builds a real `Request`
+ * (with its stream, abort signal and headers copy) the first time anything touches
+ * `c.req.raw.body`, which costs more than the rest of a small callback's handling. Hono's own
+ * `bodyLimit` touches it on every request, even a GET; here a request's headers decide
+ * first, and the full check runs only for a body of unannounced length (chunked).
+ *
+ * @example
+ * app.use('*', bodyLimits());
+ * const text = await readText(c); // in a handler
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Context, MiddlewareHandler } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import type { AppEnv } from './env.ts';
+import { errorResponse } from './errors.ts';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+// 5000 messages of up to ~6 KiB each (a 10-part SMS with a fallback is ~3.5 KiB), 10 000
+// calls of ~3 KiB each, callbacks carrying 5000 events; everything else: 1 MiB
+// (test/http/limits.test.ts holds these sizes)
+export const LARGE_BODY = 32 * MiB;
+export const DEFAULT_BODY = 1 * MiB;
+
+function limitFor(path: string): number {
+  return path === '/v1/messages' ||
+    path === '/v1/calls/batch' ||
+    path.startsWith('/hooks/') ||
+    path.startsWith('/sandbox/')
+    ? LARGE_BODY
+    : DEFAULT_BODY;
+}
+
+const DECIMAL = /^\d+$/;
+
+/** 413 in the error envelope for a body over its route's limit; see the module comment. */
+export function bodyLimits(): MiddlewareHandler<AppEnv> {
+  const tooLarge = (c: Context<AppEnv>, max: number) =>
+    errorResponse(c, 'PAYLOAD_TOO_LARGE', `the request body is larger than ${max / MiB} MiB`);
+  const counting = new Map(
+    [LARGE_BODY, DEFAULT_BODY].map((max) => [
+      max,
+      bodyLimit({ maxSize: max, onError: (c) => tooLarge(c as Context<AppEnv>, max) }),
+    ]),
+  );
+  return async (c, next) => {
+    const max = limitFor(c.req.path);
+    const chunked = c.req.header('transfer-encoding');
+    const length = c.req.header('content-length');
+    if (chunked === undefined) {
+      // on the wire (HTTP/1.1) a request with neither header has no body at all; a Request
+      // made in-process (app.request) may carry one without saying so
+      if (length === undefined && fromNode(c)) return next();
+      if (length !== undefined && DECIMAL.test(length))
+        return Number(length) > max ? tooLarge(c, max) : next();
+    }
+    // a chunked body (or an odd length header): read and counted as it arrives
+    return counting.get(max)!(c, next);
+  };
+}
+
+const utf8 = new TextDecoder();
+
+/** Whether Node's HTTP server parsed this request (@hono/node-server passes it as `incoming`). */
+function fromNode(c: Context<AppEnv>): boolean {
+  return (c.env as { incoming?: unknown } | undefined)?.incoming !== undefined;
+}
+
+function incomingOf(c: Context<AppEnv>): IncomingMessage | undefined {
+  const env = c.env as { incoming?: IncomingMessage } | undefined;
+  const incoming = env?.incoming;
+  // untouched: nothing has read it, or wrapped it in a Request that did
+  if (!incoming || incoming.readableDidRead || typeof incoming.on !== 'function') return undefined;
+  return incoming;
+}
+
+function readAll(incoming: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let ended = false;
+    incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
+    incoming.once('end', () => {
+      ended = true;
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    });
+    incoming.once('error', reject);
+    incoming.once('close', () => {
+      if (!ended) reject(new Error('the client closed the request before its body ended'));
+    });
+  });
+}
+
+/**
+ * The request body as text (UTF-8, as `Request.text()` decodes it: a leading BOM dropped,
+ * invalid bytes replaced). Read straight from Node's request when it is untouched and its
+ * length was announced (so `bodyLimits` has already checked it); through `c.req.text()`
+ * otherwise (tests calling `app.request`, chunked bodies).
+ */
+export async function readText(c: Context<AppEnv>): Promise<string> {
+  const incoming =
+    c.req.header('transfer-encoding') === undefined && c.req.header('content-length') !== undefined
+      ? incomingOf(c)
+      : undefined;
+  if (!incoming) return c.req.text();
+  return utf8.decode(await readAll(incoming));
+}

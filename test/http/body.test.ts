@@ -1,0 +1,104 @@
+/**
+ * Bodies over real HTTP (Node's server, not `app.request`): a callback whose length is
+ * announced is read straight from Node's request, a chunked one through the Fetch API; both
+ * are stored byte for byte as text, and both are refused with 413 beyond the limit, announced
+ * or found while reading.
+ */
+import { request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { like } from 'drizzle-orm';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { inbox } from '../../src/db/schema/index.ts';
+import { buildTestApp, uniq } from '../support/app.ts';
+import { describeEachEngine } from '../support/db.ts';
+
+interface Answer {
+  status: number;
+  body: string;
+}
+
+/** One POST over loopback; `chunked` sends the body in pieces with no Content-Length. */
+function post(port: number, path: string, body: Buffer, chunked: boolean): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          ...(chunked ? { 'transfer-encoding': 'chunked' } : { 'content-length': body.length }),
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }),
+        );
+      },
+    );
+    req.on('error', reject);
+    if (chunked) {
+      const third = Math.ceil(body.length / 3);
+      for (let i = 0; i < body.length; i += third) req.write(body.subarray(i, i + third));
+    } else {
+      req.write(body);
+    }
+    req.end();
+  });
+}
+
+describeEachEngine('request bodies over real HTTP', (ctx) => {
+  let server: ReturnType<typeof serve>;
+  let port: number;
+
+  beforeAll(async () => {
+    const { app } = buildTestApp(ctx.database());
+    await new Promise<void>((resolve) => {
+      server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve());
+    });
+    port = (server.address() as AddressInfo).port;
+  });
+
+  afterAll(async () => {
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const rawOf = async (cmid: string) => {
+    const rows = await ctx
+      .database()
+      .db.select({ body: inbox.body })
+      .from(inbox)
+      .where(like(inbox.body, `%${cmid}%`));
+    return rows.map((r) => r.body);
+  };
+
+  for (const chunked of [false, true]) {
+    const how = chunked ? 'chunked' : 'with its length announced';
+
+    it(`stores a callback sent ${how}, as the text it was (a leading BOM dropped)`, async () => {
+      const cmid = uniq('body');
+      const text = JSON.stringify({ customerMessageId: cmid, status: 'delivered', note: 'Київ ✓' });
+      const bytes = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text, 'utf8')]);
+      const res = await post(port, '/hooks/delivery', bytes, chunked);
+      expect(res.status, res.body).toBe(200);
+      expect(JSON.parse(res.body)).toMatchObject({ received: true, events: 1, pending: 1 });
+      const rows = await rawOf(cmid);
+      expect(rows).toEqual([text]);
+    });
+
+    it(`refuses a body over the limit sent ${how} with 413, storing nothing`, async () => {
+      const cmid = uniq('huge');
+      const big = Buffer.from(
+        JSON.stringify({ customerMessageId: cmid, pad: 'x'.repeat(33 * 1024 * 1024) }),
+      );
+      const res = await post(port, '/hooks/delivery', big, chunked);
+      expect(res.status).toBe(413);
+      expect(JSON.parse(res.body).error.code).toBe('PAYLOAD_TOO_LARGE');
+      expect(await rawOf(cmid)).toEqual([]);
+    });
+  }
+});
