@@ -106,7 +106,8 @@ const MAYBE_SENSITIVE = new RegExp(
   [
     '(?:token|secret|password|passwd|authorization|api[-_]?key|cookie|signature)":',
     '"(?:text|texts|body|rawbody|payload|messagedata|menu|vars|params)":',
-    '"(?:to|from|phone|msisdn|recipient|sender|caller|callee|number|subject)":[\\[\\s]*"\\d',
+    // a digit string under a phone-like key, or an array under one (its strings at any depth)
+    '"(?:to|from|phone|msisdn|recipient|sender|caller|callee|number|subject)":(?:"\\d|\\[)',
     '(?:\\+|%2B)\\d{7}',
     '\\b(?:Bearer|Basic)\\b',
     '\\bparams: ',

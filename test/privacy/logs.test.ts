@@ -182,7 +182,7 @@ describe('the logger', () => {
         const out = scrubLogLine(line, logPii);
         expect(JSON.parse(out)).toEqual(JSON.parse(rewriteLogLine(line, logPii)));
       }),
-      { numRuns: 2000 },
+      { numRuns: 5000 },
     );
   });
 
