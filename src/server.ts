@@ -191,7 +191,12 @@ export function nextSteps(config: Config, port: number): string {
     '',
     'Try:',
     `  curl -s ${base}/v1/flows`,
-    `  curl -s -X POST ${base}/sandbox/_control/scripts -H 'content-type: application/json' -d '{"to":"+380501234567","keys":["1"]}'`,
+    // the sandbox's script of the keys the callee will press (only when it plays the provider)
+    ...(config.providerBaseUrl
+      ? []
+      : [
+          `  curl -s -X POST ${base}/sandbox/_control/scripts -H 'content-type: application/json' -d '{"to":"+380501234567","keys":["1"]}'`,
+        ]),
     `  curl -s -X POST ${base}/v1/calls -H 'content-type: application/json' \\`,
     `    -d '{"flow":"appointment-reminder","to":"+380501234567","from":"Clinic","vars":{"name":"Ann","date":"Monday 10:00"}}'`,
     `  curl -s ${base}/v1/calls/<id from the answer>      # path, outcome, the follow-up SMS`,
