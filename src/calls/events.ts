@@ -1,21 +1,26 @@
 /**
  * What reaches a call from outside: speech-call webhooks (POST /hooks/speechcall), statuses
  * of its message (from delivery callbacks, polls and the dispatcher), and durable timers.
- * Each is one transaction: the dedup row or event, the transition, its effects.
+ * Each commits in one transaction with what it changed: the dedup row or event, the
+ * transition, its effects. Concurrent webhooks share a transaction (group commit).
  */
 import { and, asc, eq, inArray, lte, sql } from 'drizzle-orm';
 import type { Db, Tx } from '../db/client.ts';
+import { isDatabaseUnavailable } from '../db/errors.ts';
 import { callTimers, inbox, messages } from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
 import { type TokenSecret, verifyNodeToken } from '../flows/index.ts';
-import { type RawCallback, storeRaw } from '../messages/ingest.ts';
+import { dedupKey, type RawCallback, storable } from '../messages/ingest.ts';
 import type { RecordResult } from '../messages/timeline.ts';
 import {
   applyKey,
   applyStatus,
   applyTimer,
+  CallWrites,
   type KeyResult,
+  type LockedCall,
   lockCall,
+  lockCalls,
   type RuntimeDeps,
 } from './runtime.ts';
 
@@ -53,22 +58,16 @@ function sameCall(body: unknown, callee: string, providerId: string | null): boo
   return true;
 }
 
-async function providerIdOf(tx: Tx, messageId: string): Promise<string | null> {
-  const [row] = await tx
-    .select({ id: messages.providerMessageId })
-    .from(messages)
-    .where(eq(messages.id, messageId));
-  return row?.id ?? null;
+interface Verified {
+  raw: RawCallback;
+  body: unknown;
+  callId: string;
+  node: string;
+  key: string;
 }
 
-/**
- * POST /hooks/speechcall: `{from, to, mid, action: {token}}` (seed 2.9). A missing, forged or
- * altered token is refused (401) before anything is stored.
- */
-export async function ingestSpeechWebhook(
-  deps: EventDeps,
-  raw: RawCallback,
-): Promise<WebhookResult> {
+/** The body, parsed and its token verified; a missing, forged or altered one is a 401. */
+function verify(deps: EventDeps, raw: RawCallback): Verified {
   let body: unknown;
   try {
     body = JSON.parse(raw.body);
@@ -78,28 +77,161 @@ export async function ingestSpeechWebhook(
   const token = tokenOf(body);
   const verified = token ? verifyNodeToken(token, deps.verifyingSecrets) : null;
   if (!verified) throw new AppError('UNAUTHORIZED', 'missing, forged or altered webhook token');
-  const { callId, node, key } = verified;
-  let queued = 0;
-  const result = await deps.db.transaction(async (tx): Promise<WebhookResult> => {
-    const inboxId = await storeRaw(tx, 'speechcall', raw, deps.clock.now());
-    if (inboxId === undefined) return { duplicate: true, callId, node, key };
-    const call = await lockCall(tx, callId);
-    // a signed token for a call that is gone (erased): acknowledged, and nothing of it kept
-    if (!call) {
-      await tx.delete(inbox).where(eq(inbox.id, inboxId));
-      return { duplicate: false, result: 'unknown-call', callId, node, key };
+  return { raw, body, callId: verified.callId, node: verified.node, key: verified.key };
+}
+
+const foreignToken = () =>
+  new AppError('UNAUTHORIZED', 'the webhook token belongs to another call');
+
+/**
+ * Stores and applies verified webhooks in one transaction, one answer per webhook in order:
+ * a result, or the AppError of a token replayed inside another call's webhook (nothing of
+ * that one is stored). A body repeated within the batch, or stored before, is a duplicate.
+ * Webhooks of one call are applied in arrival order, each from the state the one before left.
+ */
+async function ingestVerified(
+  deps: EventDeps,
+  items: Verified[],
+): Promise<{ answers: (WebhookResult | AppError)[]; queued: number }> {
+  const writes = new CallWrites(deps.clock.now());
+  const answers = await deps.db.transaction(async (tx) => {
+    // the raw bodies, first copy of each key only, in key order (the lock order)
+    const keys = items.map((i) => dedupKey('speechcall', i.raw.body));
+    const firsts = new Map<string, Verified>();
+    for (const [n, item] of items.entries()) if (!firsts.has(keys[n]!)) firsts.set(keys[n]!, item);
+    const stored = await tx
+      .insert(inbox)
+      .values(
+        [...firsts.keys()].sort().map((dedup) => {
+          const { raw } = firsts.get(dedup)!;
+          return {
+            kind: 'speechcall',
+            dedupKey: dedup,
+            contentType: raw.contentType == null ? null : storable(raw.contentType),
+            body: storable(raw.body),
+            receivedAt: writes.now,
+          };
+        }),
+      )
+      .onConflictDoNothing({ target: inbox.dedupKey })
+      .returning({ id: inbox.id, key: inbox.dedupKey });
+    const inboxIds = new Map(stored.map((r) => [firsts.get(r.key)!, r.id]));
+    const locked = await lockCalls(
+      tx,
+      items.filter((i) => inboxIds.has(i)).map((i) => i.callId),
+    );
+    const forget: number[] = [];
+    const answers: (WebhookResult | AppError)[] = [];
+    for (const item of items) {
+      const { callId, node, key } = item;
+      const inboxId = inboxIds.get(item);
+      if (inboxId === undefined) {
+        answers.push({ duplicate: true, callId, node, key });
+        continue;
+      }
+      const call = locked.get(callId);
+      // a signed token for a call that is gone (erased): acknowledged, and nothing of it kept
+      if (!call) {
+        forget.push(inboxId);
+        answers.push({ duplicate: false, result: 'unknown-call', callId, node, key });
+        continue;
+      }
+      if (!sameCall(item.body, call.row.to, call.providerMessageId ?? null)) {
+        // a valid token replayed inside another call's webhook: refused, nothing of it kept
+        forget.push(inboxId);
+        answers.push(foreignToken());
+        continue;
+      }
+      const result = await applyKey(tx, deps, call, { node, key, inboxId }, writes);
+      answers.push({ duplicate: false, result, callId, node, key });
     }
-    if (!sameCall(body, call.row.to, await providerIdOf(tx, call.row.messageId))) {
-      // a valid token replayed inside another call's webhook: refused, and (thrown inside
-      // the transaction) nothing of it is stored
-      throw new AppError('UNAUTHORIZED', 'the webhook token belongs to another call');
-    }
-    const applied = await applyKey(tx, deps, call, { node, key, inboxId });
-    queued = applied.queued;
-    return { duplicate: false, result: applied.result, callId, node, key };
+    if (forget.length > 0) await tx.delete(inbox).where(inArray(inbox.id, forget));
+    await writes.flush(tx);
+    return answers;
   });
-  if (queued > 0) deps.onQueued?.();
-  return result;
+  return { answers, queued: writes.queued };
+}
+
+interface Waiting {
+  item: Verified;
+  resolve(result: WebhookResult): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * Group commit, as for delivery callbacks (messages/ingest-batch.ts): webhooks that arrive
+ * while a transaction is in flight share the next one; each is answered after its commit.
+ * A batch that fails for any reason but an unreachable database is retried one webhook per
+ * transaction, so one bad webhook cannot take its neighbours down with it.
+ */
+function createSpeechBatcher(deps: EventDeps, maxBatch = 100, concurrency = 2) {
+  const queue: Waiting[] = [];
+  let running = 0;
+
+  const settle = (w: Waiting, answer: WebhookResult | AppError) =>
+    answer instanceof AppError ? w.reject(answer) : w.resolve(answer);
+
+  async function one(w: Waiting): Promise<void> {
+    try {
+      const { answers, queued } = await ingestVerified(deps, [w.item]);
+      if (queued > 0) deps.onQueued?.();
+      settle(w, answers[0]!);
+    } catch (err) {
+      w.reject(err);
+    }
+  }
+
+  async function run(batch: Waiting[]): Promise<void> {
+    if (batch.length === 1) return one(batch[0]!);
+    try {
+      const { answers, queued } = await ingestVerified(
+        deps,
+        batch.map((w) => w.item),
+      );
+      if (queued > 0) deps.onQueued?.();
+      for (const [n, w] of batch.entries()) settle(w, answers[n]!);
+    } catch (err) {
+      if (isDatabaseUnavailable(err)) for (const w of batch) w.reject(err);
+      else await Promise.all(batch.map(one));
+    }
+  }
+
+  function pump(): void {
+    while (running < concurrency && queue.length > 0) {
+      const batch = queue.splice(0, maxBatch);
+      running++;
+      void run(batch).finally(() => {
+        running--;
+        pump();
+      });
+    }
+  }
+
+  return (item: Verified) =>
+    new Promise<WebhookResult>((resolve, reject) => {
+      queue.push({ item, resolve, reject });
+      pump();
+    });
+}
+
+const batchers = new WeakMap<EventDeps, (item: Verified) => Promise<WebhookResult>>();
+
+/**
+ * POST /hooks/speechcall: `{from, to, mid, action: {token}}` (seed 2.9). A missing, forged or
+ * altered token is refused (401) before anything is stored. Resolves after the commit of the
+ * transaction that stored and applied it (shared with the webhooks that came meanwhile).
+ */
+export async function ingestSpeechWebhook(
+  deps: EventDeps,
+  raw: RawCallback,
+): Promise<WebhookResult> {
+  const item = verify(deps, raw);
+  let batcher = batchers.get(deps);
+  if (!batcher) {
+    batcher = createSpeechBatcher(deps);
+    batchers.set(deps, batcher);
+  }
+  return batcher(item);
 }
 
 /**
@@ -116,6 +248,18 @@ export function callStatusHook(deps: EventDeps) {
   };
 }
 
+/**
+ * lockCall, once per call in a transaction: a second event of the same call must start from
+ * the state the first left in memory (its writes wait for the flush).
+ */
+function lockedOnce(tx: Tx) {
+  const seen = new Map<string, LockedCall | undefined>();
+  return async (callId: string): Promise<LockedCall | undefined> => {
+    if (!seen.has(callId)) seen.set(callId, await lockCall(tx, callId));
+    return seen.get(callId);
+  };
+}
+
 /** The dispatcher's answers for call messages: `accepted`, or `rejected` (the call failed). */
 export function callDispatchHook(deps: EventDeps) {
   return async (
@@ -124,15 +268,18 @@ export function callDispatchHook(deps: EventDeps) {
   ): Promise<void> => {
     if (outcomes.length === 0) return;
     const status = new Map(outcomes.map((o) => [o.id, o.status]));
+    const writes = new CallWrites(deps.clock.now());
     const owned = await tx
       .select({ id: messages.id, callId: messages.callId, current: messages.status })
       .from(messages)
       .where(and(inArray(messages.id, [...status.keys()]), eq(messages.role, 'call')));
+    const locked = lockedOnce(tx);
     for (const m of owned.sort((a, b) => a.callId!.localeCompare(b.callId!))) {
-      const call = await lockCall(tx, m.callId!);
+      const call = await locked(m.callId!);
       // the message's status may already be further on (a callback outran the answer)
-      if (call) await applyStatus(tx, deps, call, status.get(m.id)!);
+      if (call) await applyStatus(tx, deps, call, status.get(m.id)!, writes);
     }
+    await writes.flush(tx);
   };
 }
 
@@ -140,6 +287,7 @@ export function callDispatchHook(deps: EventDeps) {
 export async function fireDueTimers(deps: EventDeps, limit = 100): Promise<number> {
   let queued = 0;
   const fired = await deps.db.transaction(async (tx) => {
+    const writes = new CallWrites(deps.clock.now());
     const due = await tx
       .select()
       .from(callTimers)
@@ -147,13 +295,14 @@ export async function fireDueTimers(deps: EventDeps, limit = 100): Promise<numbe
       .orderBy(asc(callTimers.fireAt))
       .limit(limit)
       .for('update', { skipLocked: true });
+    const locked = lockedOnce(tx);
     for (const t of due) {
       await tx.delete(callTimers).where(eq(callTimers.id, t.id));
-      const call = await lockCall(tx, t.callId);
+      const call = await locked(t.callId);
       if (!call) continue;
-      const r = await applyTimer(tx, deps, call, t.timer);
-      queued += r.queued;
+      await applyTimer(tx, deps, call, t.timer, writes);
     }
+    queued = await writes.flush(tx);
     return due.length;
   });
   if (queued > 0) deps.onQueued?.();

@@ -289,9 +289,16 @@ export async function ingestDeliveries(
       });
     }
 
-    // 5. what else must happen with a status move (calls), in the same transaction
+    // 5. what else must happen with a status move (calls), in the same transaction, in call
+    // id order: the order in which speech webhooks lock calls (src/calls), so that a batch of
+    // each never waits for the other in a circle
     if (deps.onRecorded) {
-      for (const { m, after, events } of recorded) {
+      const callOf = (r: (typeof recorded)[number]) => r.m.callId ?? '';
+      // plain code-unit order: for lowercase UUIDs that is Postgres's uuid order
+      const byCall = [...recorded].sort((a, b) =>
+        callOf(a) < callOf(b) ? -1 : callOf(a) > callOf(b) ? 1 : 0,
+      );
+      for (const { m, after, events } of byCall) {
         await deps.onRecorded(
           tx,
           {

@@ -196,6 +196,69 @@ describeEachEngine('calls', (ctx) => {
     expect(b.state).toBe('ended');
   });
 
+  it('concurrent webhooks (one transaction for many) answer each as if they came one by one', async () => {
+    const plain = await start();
+    const disordered = await start();
+    const victim = await start();
+    const duplicate = await start();
+    const erased = await start();
+    await db().delete(calls).where(eq(calls.id, erased.body.id));
+    const foreignTo = (await call(plain.body.id)).to;
+    // enough at once that later ones queue behind a transaction in flight and share the next
+    const answers = await Promise.all([
+      hook(plain.body.id, 'main', '1'),
+      hook(disordered.body.id, 'reschedule', '1'),
+      hook(victim.body.id, 'main', '1', { to: foreignTo }),
+      hook(duplicate.body.id, 'main', '1'),
+      hook(duplicate.body.id, 'main', '1'),
+      hook(disordered.body.id, 'main', '2'),
+      hook(erased.body.id, 'main', '1'),
+      ...Array.from({ length: 8 }, (_, i) =>
+        hook(plain.body.id, 'main', '1', { mid: `again-${i}` }),
+      ),
+    ]);
+    const bodies = await Promise.all(answers.map((r) => readJson(r)));
+    expect(answers.map((r) => r.status)).toEqual([
+      200,
+      200,
+      401,
+      200,
+      200,
+      200,
+      200,
+      ...Array(8).fill(200),
+    ]);
+    expect(bodies[2].error.code).toBe('UNAUTHORIZED');
+    expect([bodies[3].duplicate, bodies[4].duplicate].sort()).toEqual([false, true]);
+    expect(bodies[6]).toMatchObject({ duplicate: false, result: 'unknown-call' });
+    // the same key in nine bodies: applied by one, recorded as ignored for the others
+    const plainResults = [bodies[0], ...bodies.slice(7)].map((b) => b.result).sort();
+    expect(plainResults).toEqual(['applied', ...Array(8).fill('duplicate')]);
+
+    const a = await call(plain.body.id);
+    expect(a).toMatchObject({ state: 'ended', outcome: 'confirmed' });
+    expect(a.messages.filter((m: { role: string }) => m.role === 'follow-up')).toHaveLength(1);
+    expect(a.timeline.filter((e: { kind: string }) => e.kind === 'ignored')).toHaveLength(8);
+    // (held, when it came first) then applied once its node was reached: the path in order
+    const b = await call(disordered.body.id);
+    expect(b.path.map((p: { menu: string; key: string }) => `${p.menu}:${p.key}`)).toEqual([
+      'main:2',
+      'reschedule:1',
+    ]);
+    expect(b).toMatchObject({ state: 'ended', outcome: 'reschedule-requested' });
+    // the refused one changed nothing; the duplicate body applied once
+    expect((await call(victim.body.id)).path).toEqual([]);
+    const d = await call(duplicate.body.id);
+    expect(d.path).toHaveLength(1);
+    expect(d.messages.filter((m: { role: string }) => m.role === 'follow-up')).toHaveLength(1);
+    const held = rowsOf<{ n: string }>(
+      await db().execute(
+        sql`select count(*) as n from held_webhooks where call_id = ${disordered.body.id}`,
+      ),
+    );
+    expect(Number(held[0]!.n)).toBe(0);
+  });
+
   it('reacts to the call message failing: outcome, follow-up SMS, no timers left', async () => {
     const { body } = await start();
     const res = await app.request(
