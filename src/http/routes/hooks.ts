@@ -88,7 +88,7 @@ export function hookRoutes(deps: {
     handle('delivery', (_, raw) => deliveries.ingest(raw)),
   );
   app.post('/hooks/speechcall', async (c) => {
-    const raw = { contentType: c.req.header('content-type'), body: await c.req.text() };
+    const raw = { contentType: c.req.header('content-type'), body: await readText(c) };
     let result: Awaited<ReturnType<typeof ingestSpeechWebhook>>;
     try {
       result = await ingestSpeechWebhook(deps.calls, raw);
