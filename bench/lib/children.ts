@@ -114,12 +114,19 @@ export async function spawnChild(opts: SpawnOptions): Promise<Child> {
   };
 }
 
-/** Samples a child's RSS every `everyMs`; `stop()` returns the peak seen and the kernel's VmHWM. */
+/**
+ * Samples a child's RSS every `everyMs`. `stop()` returns the peak seen and the kernel's
+ * VmHWM (the peak of the whole process); `section()` returns the highest RSS sampled since
+ * the previous `section()` (or the start), so each part of a run gets its own peak.
+ */
 export function sampleMemory(child: Child, everyMs = 250) {
   let peakKiB = 0;
+  let sectionKiB = 0;
   const take = () => {
     const m = child.memory();
-    if (m) peakKiB = Math.max(peakKiB, m.rssKiB, m.hwmKiB);
+    if (!m) return;
+    peakKiB = Math.max(peakKiB, m.rssKiB, m.hwmKiB);
+    sectionKiB = Math.max(sectionKiB, m.rssKiB);
   };
   const timer = setInterval(take, everyMs);
   timer.unref();
@@ -127,6 +134,12 @@ export function sampleMemory(child: Child, everyMs = 250) {
     peakKiB: () => {
       take();
       return peakKiB;
+    },
+    section: () => {
+      take();
+      const peak = sectionKiB;
+      sectionKiB = child.memory()?.rssKiB ?? 0;
+      return peak;
     },
     stop() {
       take();

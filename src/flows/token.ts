@@ -10,7 +10,7 @@
  * const token = signNodeToken({ callId, node: 'main', key: '1' }, { id: 'k2', key: secret });
  * verifyNodeToken(token, [{ id: 'k2', key: secret }, { id: 'k1', key: old }]); // { callId, node: 'main', key: '1' }
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from 'node:crypto';
 
 export interface NodeToken {
   callId: string;
@@ -27,8 +27,23 @@ export interface TokenSecret {
 const VERSION = 'v1';
 const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
+// A call's menu carries one token per (node, key), dozens per call: the secret is imported
+// once as a KeyObject instead of on every HMAC (about half the cost of signing a token).
+// Keyed by the secret object; a `key` replaced on that object is imported again.
+const keyObjects = new WeakMap<TokenSecret, { key: Buffer | string; object: KeyObject }>();
+
+function keyObject(secret: TokenSecret): KeyObject {
+  const hit = keyObjects.get(secret);
+  if (hit && hit.key === secret.key) return hit.object;
+  const object = createSecretKey(
+    typeof secret.key === 'string' ? Buffer.from(secret.key, 'utf8') : secret.key,
+  );
+  keyObjects.set(secret, { key: secret.key, object });
+  return object;
+}
+
 function mac(secret: TokenSecret, signed: string): Buffer {
-  return createHmac('sha256', secret.key).update(signed).digest();
+  return createHmac('sha256', keyObject(secret)).update(signed).digest();
 }
 
 /**
@@ -45,7 +60,7 @@ export function signNodeToken(token: NodeToken, secret: TokenSecret): string {
     JSON.stringify({ c: token.callId, n: token.node, k: token.key }),
   ).toString('base64url');
   const signed = `${VERSION}.${secret.id}.${payload}`;
-  return `${signed}.${mac(secret, signed).toString('base64url')}`;
+  return `${signed}.${createHmac('sha256', keyObject(secret)).update(signed).digest('base64url')}`;
 }
 
 /**
