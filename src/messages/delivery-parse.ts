@@ -140,17 +140,23 @@ function asId(v: unknown): string | undefined {
   return undefined;
 }
 
+// a delivery event happens between the epoch and the year 9999 (beyond, toISOString writes
+// six-digit years that Postgres refuses); a time outside is ignored like an unreadable one
+const LATEST = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+const plausible = (d: Date) => {
+  const t = d.getTime();
+  return t >= 0 && t <= LATEST ? d : undefined;
+};
+
 /** ISO 8601, or epoch seconds / milliseconds; anything else is ignored. */
 export function parseEventTime(v: unknown): Date | undefined {
   if (typeof v === 'number' || (typeof v === 'string' && /^\d{9,13}(\.\d+)?$/.test(v.trim()))) {
     const n = Number(v);
     const ms = n < 1e12 ? n * 1000 : n;
-    const d = new Date(ms);
-    return Number.isNaN(d.getTime()) ? undefined : d;
+    return plausible(new Date(ms));
   }
   if (typeof v === 'string' && /^\d{4}-\d{2}-\d{2}/.test(v.trim())) {
-    const d = new Date(v.trim());
-    return Number.isNaN(d.getTime()) ? undefined : d;
+    return plausible(new Date(v.trim()));
   }
   return undefined;
 }

@@ -108,4 +108,12 @@ describe('parseDeliveryBody', () => {
     expect(parseEventTime(1795300000123)).toEqual(new Date(1795300000123));
     expect(parseEventTime('yesterday')).toBeUndefined();
   });
+
+  it('ignores times no event can have: before the epoch, or past the year 9999', () => {
+    // found by the fuzz test: Postgres refused the six-digit year, and the callback got a 500
+    expect(parseEventTime(-1049114288926.6571)).toBeUndefined();
+    expect(parseEventTime(1.1492248477474043e118)).toBeUndefined();
+    expect(parseEventTime(0)).toEqual(new Date(0));
+    expect(parseEventTime('9999-12-31T23:59:59Z')).toEqual(new Date('9999-12-31T23:59:59Z'));
+  });
 });
