@@ -9,6 +9,7 @@ import type { Database, LeaderLock } from './db/client.ts';
 import type { Metrics } from './http/metrics.ts';
 import type { Logger } from './logger.ts';
 import {
+  type DispatchDeps,
   type DispatchOptions,
   dispatchOnce,
   type MessagelistSender,
@@ -46,12 +47,31 @@ interface Loop {
   stop(): Promise<void>;
 }
 
-/** Runs `step` repeatedly: again at once while it reports more work, else after `idleMs`. */
-function loop(name: string, logger: Logger, idleMs: number, step: () => Promise<boolean>): Loop {
+const HOUR = 3_600_000;
+
+/**
+ * Runs `step` repeatedly: again at once while it reports more work, else after `idleMs` (or
+ * when woken). With `waitFirst`, the first step waits too.
+ */
+function loop(
+  name: string,
+  logger: Logger,
+  idleMs: number,
+  step: () => Promise<boolean>,
+  opts: { waitFirst?: boolean } = {},
+): Loop {
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let wakeUp: (() => void) | undefined;
+  const sleep = async () => {
+    await new Promise<void>((resolve) => {
+      wakeUp = resolve;
+      timer = setTimeout(resolve, idleMs);
+    });
+    clearTimeout(timer);
+  };
   const run = (async () => {
+    if (opts.waitFirst) await sleep();
     while (!stopped) {
       let more = false;
       try {
@@ -63,11 +83,7 @@ function loop(name: string, logger: Logger, idleMs: number, step: () => Promise<
         );
       }
       if (stopped || more) continue;
-      await new Promise<void>((resolve) => {
-        wakeUp = resolve;
-        timer = setTimeout(resolve, idleMs);
-      });
-      clearTimeout(timer);
+      await sleep();
     }
   })();
   return {
@@ -96,7 +112,15 @@ export function startWorkers(deps: WorkerDeps): Workers {
   };
 
   const batchSize = deps.dispatch.batchSize ?? 5000;
-  const dispatcher = loop('dispatcher', logger, 200, async () => {
+  // the call runtime looks at a call's own messages only (role 'call'): it is not asked about
+  // the others, which spares it a lookup of every message of every batch
+  const callHook = callDispatchHook(deps.calls);
+  const onRecorded: NonNullable<DispatchDeps['onRecorded']> = async (tx, outcomes) => {
+    const calls = outcomes.filter((o) => o.role === 'call');
+    if (calls.length > 0) await callHook(tx, calls);
+  };
+  /** One round; true when it found a full batch (so more is probably waiting). */
+  const dispatchRound = async (): Promise<boolean> => {
     if (!(await isLeader())) return false;
     const result = await dispatchOnce(
       {
@@ -104,7 +128,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
         provider: deps.provider,
         clock: deps.clock,
         logger,
-        onRecorded: callDispatchHook(deps.calls),
+        onRecorded,
         onDispatched: (accepted, rejected) => {
           deps.metrics.dispatched.inc({ result: 'accepted' }, accepted);
           deps.metrics.dispatched.inc({ result: 'rejected' }, rejected);
@@ -114,7 +138,21 @@ export function startWorkers(deps: WorkerDeps): Workers {
     );
     if (result.accepted + result.rejected > 0) attacher.wake();
     return result.claimed === batchSize && result.failed === 0;
+  };
+  // The first lane polls; while it finds full batches it wakes the others, which run rounds
+  // of their own until one comes back short, then sleep until woken again. Each round is its
+  // own transaction and SKIP LOCKED keeps their rows apart (ADR 0001), so while one round
+  // waits for the provider another claims or records.
+  const lanes = Math.max(1, deps.dispatch.concurrency ?? (deps.database.kind === 'pglite' ? 1 : 2));
+  const extraLanes: Loop[] = [];
+  const dispatcher = loop('dispatcher', logger, 200, async () => {
+    const more = await dispatchRound();
+    if (more) for (const lane of extraLanes) lane.wake();
+    return more;
   });
+  for (let i = 1; i < lanes; i++) {
+    extraLanes.push(loop('dispatcher', logger, HOUR, dispatchRound, { waitFirst: true }));
+  }
   const attacher = loop(
     'attach-pending',
     logger,
@@ -147,6 +185,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
     async stop() {
       await Promise.all([
         dispatcher.stop(),
+        ...extraLanes.map((lane) => lane.stop()),
         attacher.stop(),
         poller.stop(),
         timers.stop(),

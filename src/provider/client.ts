@@ -126,6 +126,14 @@ export interface ProviderClient {
     messages: Message[],
     opts?: { signal?: AbortSignal },
   ): Promise<ChunkResult[]>;
+  /**
+   * `sendMessagelist` for messages already serialised, one JSON object text each (e.g. as
+   * stored): they go into the request body as they are, with no parse and re-serialise.
+   */
+  sendMessagelistJson(
+    messages: readonly string[],
+    opts?: { signal?: AbortSignal },
+  ): Promise<NormalisedMessagelistResponse[]>;
   getMessage(messageId: string, opts?: { signal?: AbortSignal }): Promise<MessageStatus>;
   readonly limiter: RateLimiter;
   readonly transport: Transport;
@@ -152,14 +160,14 @@ export function createProviderClient(
   const perRequest = Math.min(opts.maxPerRequest ?? MAX_MESSAGES_PER_LIST, MAX_MESSAGES_PER_LIST);
 
   async function sendChunk(
-    messages: Message[],
+    body: { json: { messages: Message[] } } | { jsonText: string },
     signal?: AbortSignal,
   ): Promise<NormalisedMessagelistResponse> {
     const res = await transport.request({
       method: 'POST',
       path: '/bat/messagelist',
       limitClass: 'messaging',
-      json: { messages },
+      ...body,
       ...(signal ? { signal } : {}),
     });
     const parsed = parseMessagelistResponse(res.json);
@@ -179,19 +187,36 @@ export function createProviderClient(
     return parsed;
   }
 
-  async function sendMessagelistSettled(messages: Message[], o: { signal?: AbortSignal } = {}) {
-    const chunks = chunk(messages, perRequest);
-    // All chunks go at once; the limiter spaces them.
-    const settled = await Promise.allSettled(chunks.map((c) => sendChunk(c, o.signal)));
-    return settled.map((s, i): ChunkResult => {
-      const msgs = chunks[i] ?? [];
-      if (s.status === 'fulfilled') return { messages: msgs, response: s.value };
+  /** Sends every chunk at once (the limiter spaces them) and settles each. */
+  async function settle<T>(
+    chunks: T[][],
+    send: (chunk: T[]) => Promise<NormalisedMessagelistResponse>,
+  ): Promise<{ response?: NormalisedMessagelistResponse; error?: ProviderError }[]> {
+    const settled = await Promise.allSettled(chunks.map(send));
+    return settled.map((s) => {
+      if (s.status === 'fulfilled') return { response: s.value };
       const error =
         s.reason instanceof ProviderError
           ? s.reason
           : new ProviderError('network', String(s.reason), { cause: s.reason });
-      return { messages: msgs, error };
+      return { error };
     });
+  }
+
+  async function sendMessagelistSettled(messages: Message[], o: { signal?: AbortSignal } = {}) {
+    const chunks = chunk(messages, perRequest);
+    const settled = await settle(chunks, (c) => sendChunk({ json: { messages: c } }, o.signal));
+    return settled.map((s, i): ChunkResult => ({ messages: chunks[i] ?? [], ...s }));
+  }
+
+  /** The responses in chunk order, or the first failure (a MessagelistError when several). */
+  function allOrThrow(results: ChunkResult[]): NormalisedMessagelistResponse[] {
+    const failed = results.find((r) => r.error);
+    if (failed?.error) {
+      if (results.length === 1) throw failed.error;
+      throw new MessagelistError(failed.error, results);
+    }
+    return results.map((r) => r.response as NormalisedMessagelistResponse);
   }
 
   return {
@@ -202,12 +227,27 @@ export function createProviderClient(
       if (o.signal?.aborted) throw o.signal.reason;
       const results = await sendMessagelistSettled(messages, o);
       if (o.signal?.aborted) throw o.signal.reason;
-      const failed = results.find((r) => r.error);
-      if (failed?.error) {
-        if (results.length === 1) throw failed.error;
-        throw new MessagelistError(failed.error, results);
+      return allOrThrow(results);
+    },
+    async sendMessagelistJson(messages, o = {}) {
+      if (o.signal?.aborted) throw o.signal.reason;
+      const chunks = chunk(messages, perRequest);
+      const settled = await settle(chunks, (c) =>
+        sendChunk({ jsonText: `{"messages":[${c.join(',')}]}` }, o.signal),
+      );
+      if (o.signal?.aborted) throw o.signal.reason;
+      if (settled.every((s) => s.response)) {
+        return settled.map((s) => s.response as NormalisedMessagelistResponse);
       }
-      return results.map((r) => r.response as NormalisedMessagelistResponse);
+      // a failure names the messages of each chunk: parsed only then
+      return allOrThrow(
+        settled.map(
+          (s, i): ChunkResult => ({
+            messages: (chunks[i] ?? []).map((m) => JSON.parse(m) as Message),
+            ...s,
+          }),
+        ),
+      );
     },
     async getMessage(messageId, o = {}) {
       const res = await transport.request({

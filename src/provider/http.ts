@@ -125,6 +125,8 @@ export interface HttpRequest {
   headers?: Record<string, string>;
   /** Sent as JSON. */
   json?: unknown;
+  /** Sent as it is, as JSON (a body already serialised); instead of `json`. */
+  jsonText?: string;
   signal?: AbortSignal;
   /** False for calls that must not be repeated; 429s are still retried (never processed). */
   retry?: boolean;
@@ -202,6 +204,8 @@ export function createTransport(opts: TransportOptions): Transport {
     const canRetry = req.retry !== false;
     let serverRetries = 0;
     let rateRetries = 0;
+    // serialised once, whatever the number of attempts
+    const body = req.jsonText ?? (req.json === undefined ? undefined : JSON.stringify(req.json));
     for (let attempt = 1; ; attempt++) {
       const permit =
         opts.limiter && req.limitClass
@@ -213,7 +217,7 @@ export function createTransport(opts: TransportOptions): Transport {
         ...fixed,
         ...req.headers,
       };
-      if (req.json !== undefined) headers['Content-Type'] = 'application/json';
+      if (body !== undefined) headers['Content-Type'] = 'application/json';
       const timeout = AbortSignal.timeout(timeoutMs);
       const signal = req.signal ? AbortSignal.any([req.signal, timeout]) : timeout;
       const info = { method: req.method, path: req.path, attempts: attempt };
@@ -224,7 +228,7 @@ export function createTransport(opts: TransportOptions): Transport {
         res = await doFetch(url(req), {
           method: req.method,
           headers,
-          body: req.json === undefined ? undefined : JSON.stringify(req.json),
+          body,
           signal,
         });
         text = await res.text();

@@ -488,21 +488,81 @@ export function validateMessage(
   input: unknown,
   opts: ValidateMessageOptions = {},
 ): ValidateMessageResult {
+  return validate(input, opts, true);
+}
+
+/** `validateMessage` by the schemas alone (exported for the test that compares). */
+export function validateMessageWithSchemas(
+  input: unknown,
+  opts: ValidateMessageOptions = {},
+): ValidateMessageResult {
+  return validate(input, opts, false);
+}
+
+const SMS_KEYS = new Set(['from', 'to', 'customerMessageId', 'ttl', 'type', 'text']);
+
+/**
+ * A plain SMS (from, to, type, text, and customerMessageId or ttl, nothing else) that keeps
+ * every rule, checked by hand: when this accepts a message the schemas accept it too, with
+ * the same output (fields in the schema's order). Anything else is left to the schemas
+ * (undefined), including every message that breaks a rule.
+ */
+function parseSmsFast(input: object): Message | undefined {
+  const proto = Object.getPrototypeOf(input);
+  if (proto !== Object.prototype && proto !== null) return undefined;
+  const m = input as Record<string, unknown>;
+  for (const key of Object.keys(m)) {
+    if (!SMS_KEYS.has(key) || m[key] === undefined) return undefined;
+  }
+  const { from, to, customerMessageId, ttl, type, text } = m;
+  if (type !== 'sms' || typeof text !== 'string' || text === '' || LONE_SURROGATE.test(text))
+    return undefined;
+  if (typeof from !== 'string' || !isSmsSender(from)) return undefined;
+  if (typeof to !== 'string' || !isE164(to)) return undefined;
+  if (
+    customerMessageId !== undefined &&
+    !(
+      typeof customerMessageId === 'string' &&
+      customerMessageId.length >= 1 &&
+      customerMessageId.length <= 256
+    )
+  )
+    return undefined;
+  if (ttl !== undefined && !(Number.isSafeInteger(ttl) && (ttl as number) > 0)) return undefined;
+  return {
+    from,
+    to,
+    ...(customerMessageId !== undefined && { customerMessageId }),
+    ...(ttl !== undefined && { ttl: ttl as number }),
+    type: 'sms',
+    text,
+  };
+}
+
+function validate(
+  input: unknown,
+  opts: ValidateMessageOptions,
+  fast: boolean,
+): ValidateMessageResult {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     return failure([
       { path: '', code: 'invalid_type', message: 'a message must be a JSON object' },
     ]);
   }
-  const parsed = Message.safeParse(input);
-  if (!parsed.success) {
-    const details = issuesToDetails(parsed.error.issues);
-    if (details.some((d) => d.path === 'type')) {
-      const extra = CommonFields.safeParse(input);
-      if (!extra.success) details.push(...issuesToDetails(extra.error.issues));
+  let data = fast ? parseSmsFast(input) : undefined;
+  if (data === undefined) {
+    const parsed = Message.safeParse(input);
+    if (!parsed.success) {
+      const details = issuesToDetails(parsed.error.issues);
+      if (details.some((d) => d.path === 'type')) {
+        const extra = CommonFields.safeParse(input);
+        if (!extra.success) details.push(...issuesToDetails(extra.error.issues));
+      }
+      return failure(details);
     }
-    return failure(details);
+    data = parsed.data;
   }
-  const message = withDefaultTtl(parsed.data);
+  const message = withDefaultTtl(data);
   if (message.fallbacks) message.fallbacks = message.fallbacks.map((f) => withDefaultTtl(f));
 
   const details: ErrorDetail[] = [];
@@ -650,6 +710,60 @@ export type NormalisedMessagelistResponse = z.infer<typeof NormalisedMessagelist
  * // { shape: 'generic', messages: [{ messageId: 'm1', status: 'sent', accepted: true, to: '+380501234567' }] }
  */
 export function parseMessagelistResponse(body: unknown): NormalisedMessagelistResponse | undefined {
+  return parseSmsResponseFast(body) ?? parseMessagelistResponseWithSchemas(body);
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+const optionalString = (v: unknown) => v === undefined || typeof v === 'string';
+
+/**
+ * The SMS form with plainly typed fields, checked by hand (a messagelist answer holds up to
+ * 5000 messages): when this accepts a body, `MessagelistResponseSms` accepts it too and
+ * `parseMessagelistResponseWithSchemas` gives the same result. Anything else, a string
+ * messagelistId or an unknown status say, is left to the schemas (undefined).
+ */
+function parseSmsResponseFast(body: unknown): NormalisedMessagelistResponse | undefined {
+  if (!isRecord(body)) return undefined;
+  const { messagelistId, messages } = body;
+  if (!Number.isSafeInteger(messagelistId) || !Array.isArray(messages)) return undefined;
+  const out: NormalisedMessageResult[] = new Array(messages.length);
+  for (let i = 0; i < messages.length; i++) {
+    const m: unknown = messages[i];
+    if (!isRecord(m)) return undefined;
+    const { messageId, status, parts, customerMessageId, to, text } = m;
+    if (status !== 'accepted' && status !== 'rejected') return undefined;
+    if (
+      !(
+        messageId === undefined ||
+        typeof messageId === 'string' ||
+        (typeof messageId === 'number' && Number.isFinite(messageId))
+      )
+    )
+      return undefined;
+    if (!(parts === undefined || (Number.isSafeInteger(parts) && (parts as number) >= 0)))
+      return undefined;
+    if (!(optionalString(customerMessageId) && optionalString(to) && optionalString(text)))
+      return undefined;
+    out[i] = clean({
+      messageId: messageId === undefined ? undefined : String(messageId),
+      status,
+      accepted: status === 'accepted',
+      customerMessageId: customerMessageId as string | undefined,
+      to: to as string | undefined,
+      parts: parts as number | undefined,
+      text: text as string | undefined,
+      error: normaliseError(m.error),
+      existingMessageId: idOrUndefined(m.existingMessageId),
+    });
+  }
+  return { shape: 'sms', messagelistId: messagelistId as number, messages: out };
+}
+
+/** `parseMessagelistResponse` by the schemas alone (exported for the test that compares). */
+export function parseMessagelistResponseWithSchemas(
+  body: unknown,
+): NormalisedMessagelistResponse | undefined {
   const sms = MessagelistResponseSms.safeParse(body);
   if (sms.success) {
     return {

@@ -204,6 +204,15 @@ function stringField(input: unknown, name: string): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
+/** `fn` with a memo of its last argument and result. */
+function memo<A, R>(fn: (arg: A) => R): (arg: A) => R {
+  let last: { arg: A; result: R } | undefined;
+  return (arg) => {
+    if (last === undefined || !Object.is(last.arg, arg)) last = { arg, result: fn(arg) };
+    return last.result;
+  };
+}
+
 export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
   const { scheduler, sender, scripts, random } = deps;
   let messages = new Map<string, SandboxMessage>();
@@ -218,7 +227,11 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
   let nextMessagelistId = 1001;
   const liveKeys = new WeakMap<SandboxMessage, LiveKeys>();
 
-  const iso = (ms: number) => new Date(ms).toISOString();
+  // The messages of one request share their times: one-entry memos spare most of the
+  // conversions (same results, so the same records).
+  const iso = memo((ms: number) => new Date(ms).toISOString());
+  const parseDispatchAt = memo(Date.parse);
+  const parseExpiresAt = memo(Date.parse);
   const terminal = (m: SandboxMessage) => m.status === 'failed' || m.status === 'expired';
 
   function callbackBody(m: SandboxMessage, status: MessageStatus, at: number) {
@@ -280,7 +293,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
    * delivered: then it expires at the deadline instead.
    */
   function stepAt(m: SandboxMessage, at: number, step: () => Promise<void>): void {
-    const deadline = Date.parse(m.expiresAt);
+    const deadline = parseExpiresAt(m.expiresAt);
     const delivered = m.status === 'delivered' || m.status === 'read';
     if (at > deadline && !delivered) {
       scheduler.at(deadline, () => (terminal(m) ? undefined : expire(m, deadline)));
@@ -291,7 +304,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
 
   function dispatch(m: SandboxMessage, reason: string | undefined): void {
     const t = deps.timings();
-    const start = Date.parse(m.dispatchAt);
+    const start = parseDispatchAt(m.dispatchAt);
     const explicitDeadline = originals.get(m)?.explicitDeadline ?? false;
     stepAt(m, start + t.sentAfterMs, async () => {
       await setStatus(m, 'sent', start + t.sentAfterMs);
@@ -300,7 +313,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
           stepAt(m, start + t.failedAfterMs, () => fail(m, start + t.failedAfterMs, reason));
           return;
         case 'expired': {
-          const at = explicitDeadline ? Date.parse(m.expiresAt) : start + t.expiredAfterMs;
+          const at = explicitDeadline ? parseExpiresAt(m.expiresAt) : start + t.expiredAfterMs;
           scheduler.at(at, () => (terminal(m) ? undefined : expire(m, at, reason)));
           return;
         }
@@ -520,7 +533,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
       primary: opts.parent ?? m,
       explicitDeadline: field(raw, 'dtExpire') !== undefined || field(raw, 'ttl') !== undefined,
     });
-    const deadline = Date.parse(m.expiresAt);
+    const deadline = parseExpiresAt(m.expiresAt);
     if (deadline <= dispatchAt) {
       // dtSend at or after the deadline: it can never go out.
       scheduler.at(dispatchAt, () => (terminal(m) ? undefined : expire(m, dispatchAt)));

@@ -180,6 +180,56 @@ describe('messagelists', () => {
     ]);
     expect((err as MessagelistError).message).toContain('broken list');
   });
+
+  it('sends messages serialised already as they are, chunked, with the same answers', async () => {
+    const bodies: string[] = [];
+    const p = smsProvider();
+    const app = new Hono();
+    app.use('/bat/messagelist', async (c, next) => {
+      bodies.push(await c.req.raw.clone().text());
+      await next();
+    });
+    app.route('/', p.app);
+    const client = createProviderClient({ baseUrl: await start(app), auth: { apiKey: 'k' } });
+    // as Postgres writes jsonb: spaces after the colons, keys in its own order
+    const stored = many(5001).map(
+      (m) =>
+        `{"to": "${m.to}", "from": "${m.from}", "text": "${m.text}", "type": "sms", "customerMessageId": "${m.customerMessageId}"}`,
+    );
+    const responses = await client.sendMessagelistJson(stored);
+    expect(bodies.sort((a, b) => b.length - a.length)).toEqual([
+      `{"messages":[${stored.slice(0, 5000).join(',')}]}`,
+      `{"messages":[${stored[5000]}]}`,
+    ]);
+    expect(responses.map((r) => r.messages.length)).toEqual([5000, 1]);
+    expect(responses[1]?.messages[0]).toMatchObject({ messageId: 'm-c-5000', accepted: true });
+    const [same] = await client.sendMessagelist([sms(5000)]);
+    expect(responses[1]?.messages).toEqual(same?.messages);
+    expect(await client.sendMessagelistJson([])).toEqual([]);
+  });
+
+  it('a failed chunk of serialised messages names the messages, parsed', async () => {
+    const app = new Hono();
+    app.post('/bat/messagelist', (c) =>
+      c.json({ error: 'bad_request', message: 'broken list', status: 400 }, 400),
+    );
+    const client = createProviderClient({ baseUrl: await start(app), auth: { apiKey: 'k' } });
+    const err = await client
+      .sendMessagelistJson(many(5001).map((m) => JSON.stringify(m)))
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(MessagelistError);
+    const results = (err as MessagelistError).results;
+    expect(results.map((r) => [r.messages.length, r.error?.kind])).toEqual([
+      [5000, 'bad_request'],
+      [1, 'bad_request'],
+    ]);
+    expect(results[1]?.messages).toEqual([sms(5000)]);
+    // one chunk: the provider's own error, as sendMessagelist throws it
+    await expect(client.sendMessagelistJson([JSON.stringify(sms(1))])).rejects.toMatchObject({
+      name: 'ProviderError',
+      kind: 'bad_request',
+    });
+  });
 });
 
 describe('status lookup', () => {

@@ -6,7 +6,9 @@ import {
   isSmsSender,
   MessagelistRequest,
   parseMessagelistResponse,
+  parseMessagelistResponseWithSchemas,
   validateMessage,
+  validateMessageWithSchemas,
 } from '../../src/provider/message.ts';
 
 const TO = '+380501234567';
@@ -444,6 +446,85 @@ const invalid: Array<[string, object, string, string, string]> = [
 ];
 
 describe('validateMessage', () => {
+  it('answers as the schemas do, for messages near and far from a plain SMS', () => {
+    // the hand-checked SMS path must accept only what the schemas accept, with the same
+    // output: a plain SMS, valid or at a rule's edge, then maybe one field changed or added
+    const odd = fc.oneof(
+      fc.anything(),
+      fc.constantFrom(undefined, null, '', 0, -1, 1.5, 2 ** 53, '5', Number.NaN),
+    );
+    const phone = fc.constantFrom(
+      '+380501234567',
+      '+380 50 123 4567',
+      '380501234567',
+      '+38050123456',
+      '+1',
+      '+447911123456',
+    );
+    const sender = fc.oneof(
+      phone,
+      fc.constantFrom('Acme', 'Acme Shop', 'ABCDEFGHIJK', 'ABCDEFGHIJKL'),
+    );
+    const text = fc.oneof(
+      fc.string({ unit: 'binary', maxLength: 40 }),
+      fc.constantFrom('', 'a', '\uD800', 'a\uDC00b', '😀', '€'.repeat(900), 'x'.repeat(1600)),
+    );
+    const cmid = fc.oneof(
+      fc.string({ maxLength: 5 }),
+      fc.constantFrom('', 'c'.repeat(256), 'c'.repeat(257)),
+    );
+    const ttl = fc.oneof(fc.integer({ min: -2, max: 100_000 }), fc.constantFrom(0, 1.5, 2 ** 53));
+    const base = fc.record(
+      {
+        from: sender,
+        to: phone,
+        type: fc.constant('sms'),
+        text,
+        customerMessageId: cmid,
+        ttl,
+      },
+      { requiredKeys: ['from', 'to', 'type', 'text'] },
+    );
+    const change = fc.tuple(
+      fc.constantFrom(
+        'from',
+        'to',
+        'type',
+        'text',
+        'customerMessageId',
+        'ttl',
+        'dtSend',
+        'dtExpire',
+        'messageData',
+        'fallbacks',
+        'extra',
+      ),
+      fc.oneof(
+        odd,
+        sender,
+        text,
+        cmid,
+        ttl,
+        fc.constantFrom('viber_service', '2030-01-01T00:00:00Z'),
+      ),
+    );
+    const message = fc
+      .tuple(base, fc.option(change, { nil: undefined }))
+      .map(([m, c]) => (c ? { ...m, [c[0]]: c[1] } : m));
+    fc.assert(
+      fc.property(message, fc.boolean(), (m, inherited) => {
+        const input = inherited ? Object.assign(Object.create({ inherited: 1 }), m) : m;
+        const opts = { now: new Date('2029-06-01T00:00:00Z') };
+        const got = validateMessage(input, opts);
+        const want = validateMessageWithSchemas(input, opts);
+        expect(got).toEqual(want);
+        // the same fields in the same order, as they are stored and sent
+        expect(JSON.stringify(got)).toBe(JSON.stringify(want));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
   it.each(Object.entries(valid))('accepts %s', (_label, input) => {
     const r = validateMessage(input);
     expect(r.ok ? [] : r.error.details).toEqual([]);
@@ -614,5 +695,68 @@ describe('messagelist', () => {
     for (const body of [null, {}, { messages: 'x' }, { messages: [{ messageId: 'm' }] }, 'ok']) {
       expect(parseMessagelistResponse(body)).toBeUndefined();
     }
+  });
+
+  it('answers as the schemas do, for bodies near and far from the SMS form', () => {
+    // each field either well typed or anything at all, so the hand-written checks of the
+    // common form meet every near miss
+    const odd = fc.oneof(
+      fc.anything(),
+      fc.constantFrom(Number.NaN, Number.POSITIVE_INFINITY, -0, 2 ** 53, 1.5, -1, '12', null),
+    );
+    const field = <T>(good: fc.Arbitrary<T>) =>
+      fc.option(fc.oneof({ weight: 4, arbitrary: good }, { weight: 1, arbitrary: odd }), {
+        nil: undefined,
+      });
+    const item = fc.oneof(
+      {
+        weight: 8,
+        arbitrary: fc.record(
+          {
+            messageId: field(fc.oneof(fc.uuid(), fc.integer())),
+            status: fc.oneof(
+              { weight: 6, arbitrary: fc.constantFrom('accepted', 'rejected') },
+              { weight: 1, arbitrary: fc.oneof(fc.constantFrom('sent', 'failed'), odd) },
+            ),
+            parts: field(fc.nat(20)),
+            customerMessageId: field(fc.string()),
+            to: field(fc.string()),
+            text: field(fc.string()),
+            error: field(
+              fc.oneof(fc.string(), fc.record({ code: fc.string(), message: fc.string() })),
+            ),
+            existingMessageId: field(fc.oneof(fc.uuid(), fc.integer())),
+            extra: field(fc.string()),
+          },
+          { requiredKeys: ['status'] },
+        ),
+      },
+      { weight: 1, arbitrary: odd },
+    );
+    const body = fc.oneof(
+      {
+        weight: 8,
+        arbitrary: fc.record(
+          {
+            messagelistId: fc.oneof(
+              { weight: 4, arbitrary: fc.integer() },
+              { weight: 1, arbitrary: odd },
+            ),
+            messages: fc.oneof(
+              { weight: 8, arbitrary: fc.array(item, { maxLength: 6 }) },
+              { weight: 1, arbitrary: odd },
+            ),
+          },
+          { requiredKeys: [] },
+        ),
+      },
+      { weight: 1, arbitrary: odd },
+    );
+    fc.assert(
+      fc.property(body, (b) => {
+        expect(parseMessagelistResponse(b)).toEqual(parseMessagelistResponseWithSchemas(b));
+      }),
+      { numRuns: 2000 },
+    );
   });
 });
