@@ -150,11 +150,14 @@ async function runScenario(server: RunningServer, s: Scenario) {
       const delivered = followUps.every(
         (m: { status: string }) => m.status === 'delivered' || m.status === 'read',
       );
-      // shuffled callbacks may bring `delivered` before `sent`: wait for every step
+      // shuffled callbacks may bring `delivered` before `sent`, or `read` before `delivered`:
+      // wait for every step asserted below
       for (const f of followUps) {
         const timeline = (await readJson(await fetch(`${server.url}/v1/messages/${f.id}`)))
           .timeline;
-        if (!timeline.some((e: { status: string }) => e.status === 'sent')) return false;
+        const seen = (status: string) =>
+          timeline.some((e: { status: string }) => e.status === status);
+        if (!seen('sent') || !seen('delivered')) return false;
       }
       return (
         settled &&
