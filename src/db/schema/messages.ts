@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { bigint, index, integer, jsonb, pgTable, text, timestamp, uuid } from 'drizzle-orm/pg-core';
 import { timestamps } from './columns.ts';
 
@@ -37,7 +38,9 @@ export const messages = pgTable(
     // list filters, each ending in id so the cursor walks the index
     index('messages_to_id_idx').on(t.to, t.id),
     index('messages_status_id_idx').on(t.status, t.id),
-    index('messages_call_id_idx').on(t.callId, t.id),
+    // partial: most messages belong to no call, and every index on messages costs each send
+    // and each callback an entry (the dispatcher's update cannot be HOT)
+    index('messages_call_id_idx').on(t.callId, t.id).where(sql`${t.callId} is not null`),
   ],
 );
 
