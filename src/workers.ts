@@ -111,7 +111,6 @@ export function startWorkers(deps: WorkerDeps): Workers {
     return now;
   };
 
-  const batchSize = deps.dispatch.batchSize ?? 5000;
   // the call runtime looks at a call's own messages only (role 'call'): it is not asked about
   // the others, which spares it a lookup of every message of every batch
   const callHook = callDispatchHook(deps.calls);
@@ -137,7 +136,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
       deps.dispatch,
     );
     if (result.accepted + result.rejected > 0) attacher.wake();
-    return result.claimed === batchSize && result.failed === 0;
+    return result.full && result.failed === 0;
   };
   // The first lane polls; while it finds full batches it wakes the others, which run rounds
   // of their own until one comes back short, then sleep until woken again. Each round is its

@@ -46,6 +46,8 @@ export interface DispatchDeps {
 export interface DispatchOptions {
   /** messages per messagelist request (the provider takes at most 5000) */
   batchSize?: number;
+  /** most stored payload bytes in one messagelist (default MESSAGELIST_BYTES) */
+  maxBytes?: number;
   /** after this many failed attempts a message is given up on and marked rejected */
   maxAttempts?: number;
   /**
@@ -60,6 +62,8 @@ export interface DispatchOptions {
 
 export interface DispatchResult {
   claimed: number;
+  /** the round took all it could (the batch size or the byte budget): more is likely waiting */
+  full: boolean;
   accepted: number;
   rejected: number;
   failed: number;
@@ -76,27 +80,50 @@ interface Claimed {
   /** the message's role ('call' for a call's own message) */
   role: string | null;
   attempts: number;
+  /** how many rows the claim locked: more than it sends when the byte budget cut the list */
+  locked: number | string;
 }
 
-const EMPTY: DispatchResult = { claimed: 0, accepted: 0, rejected: 0, failed: 0 };
+const EMPTY: DispatchResult = { claimed: 0, full: false, accepted: 0, rejected: 0, failed: 0 };
 
 function retryDelayMs(attempts: number): number {
   return Math.min(60_000, 1000 * 2 ** Math.min(attempts, 6));
 }
 
 /**
+ * Most stored bytes of payload in one messagelist (Postgres's own size of the jsonb, roughly
+ * the JSON's): 5000 SMS fit many times over, a call's menu with its signed tokens is 5-15 KB,
+ * so a list of calls stops at a few hundred. Every round holds its payloads three times at
+ * once (as received from Postgres, as the request body, in the socket's buffers): without
+ * the cap a list of 5000 calls held ~200 MB.
+ */
+export const MESSAGELIST_BYTES = 4 * 1024 * 1024;
+
+/**
  * Claims up to `limit` due outbox rows (skipping rows another dispatcher holds). The payload
  * comes as text: it goes to the provider as it is, never parsed here.
  */
-async function claim(tx: Tx, limit: number, now: Date): Promise<Claimed[]> {
+async function claim(tx: Tx, limit: number, maxBytes: number, now: Date): Promise<Claimed[]> {
+  // rows locked first (SKIP LOCKED, so rounds in flight take different ones), then as many
+  // of them as fit the byte budget, in queue order; the rest go back at commit, unsent
   const result = await tx.execute(sql`
-    select o.id as outbox_id, o.message_id, o.attempts, m.customer_message_id,
-      m.payload::text as payload, m.payload->>'type' as type, m.role
-    from outbox o join messages m on m.id = o.message_id
-    where o.available_at <= ${now.toISOString()}::timestamptz
-    order by o.available_at, o.id
-    limit ${limit}
-    for update of o skip locked`);
+    with c as (
+      select o.id, o.message_id, o.attempts, o.available_at
+      from outbox o
+      where o.available_at <= ${now.toISOString()}::timestamptz
+      order by o.available_at, o.id
+      limit ${limit}
+      for update skip locked),
+    sized as (
+      select c.id as outbox_id, c.message_id, c.attempts, m.customer_message_id, m.payload,
+        m.role, pg_column_size(m.payload) as size,
+        sum(pg_column_size(m.payload)) over (order by c.available_at, c.id) as running
+      from c join messages m on m.id = c.message_id)
+    select outbox_id, message_id, attempts, customer_message_id, payload::text as payload,
+      payload->>'type' as type, role, (select count(*) from c) as locked
+    from sized
+    where running - size < ${maxBytes}
+    order by running`);
   return rowsOf<Claimed>(result);
 }
 
@@ -245,8 +272,10 @@ export async function dispatchOnce(
   const maxAttempts = opts.maxAttempts ?? 10;
   const result = await deps.db.transaction(async (tx): Promise<DispatchResult> => {
     const now = deps.clock.now();
-    const claimed = await claim(tx, batchSize, now);
+    const claimed = await claim(tx, batchSize, opts.maxBytes ?? MESSAGELIST_BYTES, now);
     if (claimed.length === 0) return EMPTY;
+    const full =
+      Number(claimed[0]!.locked) >= batchSize || claimed.length < Number(claimed[0]!.locked);
     let responses: NormalisedMessagelistResponse[];
     try {
       const payloads = claimed.map((c) => c.payload);
@@ -287,6 +316,7 @@ export async function dispatchOnce(
       }
       return {
         claimed: claimed.length,
+        full,
         accepted: 0,
         rejected: giveUp.length,
         failed: retry.length,
@@ -296,7 +326,13 @@ export async function dispatchOnce(
     await recordOutcomes(tx, outcomes, now);
     await deps.onRecorded?.(tx, outcomes);
     const accepted = outcomes.filter((o) => o.status === 'accepted').length;
-    return { claimed: claimed.length, accepted, rejected: outcomes.length - accepted, failed: 0 };
+    return {
+      claimed: claimed.length,
+      full,
+      accepted,
+      rejected: outcomes.length - accepted,
+      failed: 0,
+    };
   });
   if (result.accepted + result.rejected > 0) deps.onDispatched?.(result.accepted, result.rejected);
   return result;

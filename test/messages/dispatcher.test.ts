@@ -79,6 +79,36 @@ describeEachEngine('dispatcher', (ctx) => {
     expect(await outboxCount()).toBe(0);
   });
 
+  it('cuts a messagelist at its byte budget, in queue order, and says when more waits', async () => {
+    const cmids = await submit(4);
+    // a budget of one byte: every list holds its first message only (never none)
+    const rounds = [];
+    for (;;) {
+      const r = await dispatchOnce(deps(), { maxBytes: 1 });
+      if (r.claimed === 0) break;
+      rounds.push(r);
+    }
+    expect(rounds.map((r) => [r.claimed, r.accepted, r.full])).toEqual([
+      [1, 1, true],
+      [1, 1, true],
+      [1, 1, true],
+      [1, 1, false],
+    ]);
+    const lists = cmids.map((cmid) => {
+      expect(sandboxCount(cmid)).toBe(1);
+      return sandbox.messages.list({ customerMessageId: cmid })[0]!.messagelistId;
+    });
+    expect(new Set(lists).size).toBe(4);
+    expect([...lists].sort((a, b) => a - b)).toEqual(lists);
+    // with the default budget the same four go in one list
+    const more = await submit(4);
+    expect(await dispatchOnce(deps())).toMatchObject({ claimed: 4, accepted: 4, full: false });
+    expect(
+      new Set(more.map((c) => sandbox.messages.list({ customerMessageId: c })[0]!.messagelistId))
+        .size,
+    ).toBe(1);
+  });
+
   it('a crash after the provider accepted, before the commit, resends nothing twice', async () => {
     const cmids = await submit(5);
     const crashing: MessagelistSender = {
