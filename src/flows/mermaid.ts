@@ -14,7 +14,8 @@ export interface MermaidOptions {
   folded?: boolean;
 }
 
-function escapeLabel(text: string): string {
+/** Text made safe inside a Mermaid label (`#`, quotes and angle brackets as entities). */
+export function escapeLabel(text: string): string {
   return text
     .replace(/#/g, '#35;')
     .replace(/"/g, '#quot;')
@@ -35,11 +36,12 @@ function duration(ms: number): string {
   return `${ms}ms`;
 }
 
-function keyLabel(key: NodeKey): string {
+export function keyLabel(key: NodeKey): string {
   return key === 'wrong' ? 'timeout / wrong' : key;
 }
 
-function effectLabel(actions: readonly CompiledAction[]): string[] {
+/** What a key's or a reaction's actions do, as short labels (`outcome x`, `send sms`, `webhook`). */
+export function effectLabel(actions: readonly CompiledAction[]): string[] {
   const out: string[] = [];
   for (const a of actions) {
     if (a.type === 'outcome') out.push(`outcome ${a.name}`);
@@ -118,21 +120,28 @@ export function flowToMermaid(compiled: CompiledFlow, opts: MermaidOptions = {})
   }
   if (usesHangup) lines.push('  hangup(((hang up)))');
 
+  lines.push(...reactionLines(compiled));
+  return `${lines.join('\n')}\n`;
+}
+
+/** The `on:` reactions (call statuses, no response) as a Mermaid subgraph; none: no lines. */
+export function reactionLines(compiled: CompiledFlow): string[] {
   const reactions: Array<readonly [string, readonly CompiledAction[]]> = Object.entries(
     compiled.on.statuses,
-  ).map(([status, actions]) => [`on ${status}`, actions] as const);
+  ).map(([status, actions]) => [`on ${status}`, actions ?? []] as const);
   if (compiled.on.noResponse) {
     reactions.push([
       `no response after ${duration(compiled.on.noResponse.afterMs)}`,
       compiled.on.noResponse.actions,
     ]);
   }
-  if (reactions.length > 0) {
-    lines.push('  subgraph reactions [on: call status and timers]');
-    reactions.forEach(([name, actions], i) => {
-      lines.push(`    r${i}[/"${escapeLabel(`${name}: ${effectLabel(actions).join(', ')}`)}"/]`);
-    });
-    lines.push('  end');
-  }
-  return `${lines.join('\n')}\n`;
+  if (reactions.length === 0) return [];
+  return [
+    '  subgraph reactions [on: call status and timers]',
+    ...reactions.map(
+      ([name, actions], i) =>
+        `    r${i}[/"${escapeLabel(`${name}: ${effectLabel(actions).join(', ')}`)}"/]`,
+    ),
+    '  end',
+  ];
 }

@@ -13,7 +13,14 @@
  * flowDiagram(compiled, { stats }).source.split('\n')[0] // 'flowchart TD'
  */
 import type { FlowStats } from '../calls/read.ts';
-import { type CompiledAction, type CompiledFlow, NODE_KEYS, type NodeKey } from '../flows/index.ts';
+import {
+  type CompiledFlow,
+  effectLabel,
+  escapeLabel,
+  keyLabel,
+  NODE_KEYS,
+  reactionLines,
+} from '../flows/index.ts';
 
 export interface NodeCounts {
   visits: number;
@@ -33,26 +40,6 @@ export interface FlowDiagram {
   /** per node id, when stats were given */
   counts: Map<string, NodeCounts>;
 }
-
-function esc(text: string): string {
-  return text
-    .replace(/#/g, '#35;')
-    .replace(/"/g, '#quot;')
-    .replace(/</g, '#lt;')
-    .replace(/>/g, '#gt;');
-}
-
-function effects(actions: readonly CompiledAction[]): string[] {
-  const out: string[] = [];
-  for (const a of actions) {
-    if (a.type === 'outcome') out.push(`outcome ${a.name}`);
-    else if (a.type === 'send') out.push(`send ${a.message.type}`);
-    else if (a.type === 'webhook') out.push('webhook');
-  }
-  return out;
-}
-
-const keyLabel = (key: NodeKey) => (key === 'wrong' ? 'timeout / wrong' : key);
 
 /** Visits, keys and drop-offs per node, from the flow's counters. */
 export function nodeCounts(compiled: CompiledFlow, stats: FlowStats): Map<string, NodeCounts> {
@@ -137,7 +124,7 @@ function layout(compiled: CompiledFlow, counts: Map<string, NodeCounts>, folded:
       const target =
         last?.type === 'goto' ? compiled.nodes.find((n) => n.id === last.node) : undefined;
       const to = target ? boxOf.get(target.id)! : 'hangup';
-      const fx = effects(actions);
+      const fx = effectLabel(actions);
       const retry = folded && target?.menu === node.menu && target.attempt > node.attempt;
       const label = `${keyLabel(key)}${retry ? ': retry' : fx.length ? `: ${fx.join(', ')}` : ''}`;
       const from = boxOf.get(node.id)!;
@@ -169,42 +156,27 @@ export function flowDiagram(
   const { boxes, boxOf, edges } = layout(compiled, counts, opts.folded ?? false);
   const lines = [
     'flowchart TD',
-    `  accTitle: ${esc(`Flow ${compiled.title ?? compiled.id}`)}`,
-    `  accDescr: ${esc(
+    `  accTitle: ${escapeLabel(`Flow ${compiled.title ?? compiled.id}`)}`,
+    `  accDescr: ${escapeLabel(
       `${opts.folded ? `the menus ${compiled.sourceMenus.join(', ')}` : `${compiled.nodes.length} menu nodes (every retry and round)`}; edges are keys${
         opts.stats ? ', with how many calls took them' : ''
       }${opts.call ? '; the call path is highlighted' : ''}`,
     )}`,
   ];
   for (const box of boxes) {
-    let label = esc(box.label);
+    let label = escapeLabel(box.label);
     if (box.counts)
-      label += `<br/>${esc(`visits ${box.counts.visits} · dropped ${box.counts.dropped}`)}`;
+      label += `<br/>${escapeLabel(`visits ${box.counts.visits} · dropped ${box.counts.dropped}`)}`;
     lines.push(`  ${box.id}["${label}"]`);
   }
   const usesHangup = edges.some((e) => e.to === 'hangup');
   for (const e of edges) {
     const text = `${e.label}${opts.stats && e.count > 0 ? ` (${e.count})` : ''}`;
-    lines.push(`  ${e.from} ${e.dashed ? '-.->' : '-->'}|"${esc(text)}"| ${e.to}`);
+    lines.push(`  ${e.from} ${e.dashed ? '-.->' : '-->'}|"${escapeLabel(text)}"| ${e.to}`);
   }
   if (usesHangup) lines.push('  hangup(((hang up)))');
 
-  const reactions: [string, readonly CompiledAction[]][] = Object.entries(compiled.on.statuses).map(
-    ([status, actions]) => [`on ${status}`, actions ?? []],
-  );
-  if (compiled.on.noResponse) {
-    reactions.push([
-      `no response after ${Math.round(compiled.on.noResponse.afterMs / 1000)}s`,
-      compiled.on.noResponse.actions,
-    ]);
-  }
-  if (reactions.length > 0) {
-    lines.push('  subgraph reactions [on: call status and timers]');
-    reactions.forEach(([name, actions], i) => {
-      lines.push(`    r${i}[/"${esc(`${name}: ${effects(actions).join(', ')}`)}"/]`);
-    });
-    lines.push('  end');
-  }
+  lines.push(...reactionLines(compiled));
 
   lines.push('  classDef visited fill:#fde68a,stroke:#78350f,stroke-width:2px,color:#111827');
   lines.push('  classDef current fill:#bfdbfe,stroke:#1e3a8a,stroke-width:3px,color:#111827');
