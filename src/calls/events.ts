@@ -6,7 +6,7 @@
  */
 import { and, asc, eq, inArray, lte, sql } from 'drizzle-orm';
 import type { Db, Tx } from '../db/client.ts';
-import { isDatabaseUnavailable } from '../db/errors.ts';
+import { groupCommit } from '../db/group-commit.ts';
 import { callTimers, inbox, messages } from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
 import { type TokenSecret, verifyNodeToken } from '../flows/index.ts';
@@ -152,66 +152,27 @@ async function ingestVerified(
   return { answers, queued: writes.queued };
 }
 
-interface Waiting {
-  item: Verified;
-  resolve(result: WebhookResult): void;
-  reject(err: unknown): void;
-}
-
 /**
- * Group commit, as for delivery callbacks (messages/ingest-batch.ts): webhooks that arrive
- * while a transaction is in flight share the next one; each is answered after its commit.
- * A batch that fails for any reason but an unreachable database is retried one webhook per
- * transaction, so one bad webhook cannot take its neighbours down with it.
+ * Group commit, as for delivery callbacks (db/group-commit.ts): webhooks that arrive while a
+ * transaction is in flight share the next one; each is answered after its commit.
  */
 function createSpeechBatcher(deps: EventDeps, maxBatch = 100, concurrency = 2) {
-  const queue: Waiting[] = [];
-  let running = 0;
-
-  const settle = (w: Waiting, answer: WebhookResult | AppError) =>
-    answer instanceof AppError ? w.reject(answer) : w.resolve(answer);
-
-  async function one(w: Waiting): Promise<void> {
-    try {
-      const { answers, queued } = await ingestVerified(deps, [w.item]);
-      if (queued > 0) deps.onQueued?.();
-      settle(w, answers[0]!);
-    } catch (err) {
-      w.reject(err);
-    }
-  }
-
-  async function run(batch: Waiting[]): Promise<void> {
-    if (batch.length === 1) return one(batch[0]!);
-    try {
-      const { answers, queued } = await ingestVerified(
-        deps,
-        batch.map((w) => w.item),
-      );
-      if (queued > 0) deps.onQueued?.();
-      for (const [n, w] of batch.entries()) settle(w, answers[n]!);
-    } catch (err) {
-      if (isDatabaseUnavailable(err)) for (const w of batch) w.reject(err);
-      else await Promise.all(batch.map(one));
-    }
-  }
-
-  function pump(): void {
-    while (running < concurrency && queue.length > 0) {
-      const batch = queue.splice(0, maxBatch);
-      running++;
-      void run(batch).finally(() => {
-        running--;
-        pump();
-      });
-    }
-  }
-
-  return (item: Verified) =>
-    new Promise<WebhookResult>((resolve, reject) => {
-      queue.push({ item, resolve, reject });
-      pump();
-    });
+  const ingest = async (items: Verified[]) => {
+    const { answers, queued } = await ingestVerified(deps, items);
+    if (queued > 0) deps.onQueued?.();
+    return answers;
+  };
+  const submit = groupCommit<Verified, WebhookResult | AppError>({
+    batch: ingest,
+    single: async (item) => (await ingest([item]))[0]!,
+    maxBatch,
+    concurrency,
+  });
+  return async (item: Verified): Promise<WebhookResult> => {
+    const answer = await submit(item);
+    if (answer instanceof AppError) throw answer;
+    return answer;
+  };
 }
 
 const batchers = new WeakMap<EventDeps, (item: Verified) => Promise<WebhookResult>>();
