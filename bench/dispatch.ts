@@ -4,11 +4,9 @@
  * the commit of the outbox rows to the moment the outbox is empty. The CPU seconds each
  * process spent in that window say where the time goes.
  */
-import { readFileSync } from 'node:fs';
-import type postgres from 'postgres';
 import { type BenchContext, round, sleep } from './context.ts';
 import { seedMessages } from './lib/database.ts';
-import { cpuSeconds, metricValue, scrape } from './lib/metrics.ts';
+import { cpuSeconds, metricValue, postgresSampler, scrape } from './lib/metrics.ts';
 
 export interface DispatchBench {
   messages: number;
@@ -40,54 +38,6 @@ export interface DispatchBench {
   };
   /** CPU microseconds per message, per process (`postgres` as above) */
   cpuUsPerMessage: { switchboard: number; sandbox: number; postgres: number };
-}
-
-/**
- * The CPU of the Postgres server's processes by what they work for, sampled while the outbox
- * drains: a process seen first during the window counts from zero (it started in it), one
- * gone before the end counts up to its last sample. pg_stat_activity names each one's
- * database (none for the shared processes).
- */
-function postgresSampler(sql: postgres.Sql, database: string) {
-  const first = new Map<number, number>();
-  type Kind = 'backends' | 'autovacuum' | 'shared' | 'other';
-  const last = new Map<number, { cpu: number; kind: Kind }>();
-  let started = false;
-  const cpuOf = (pid: number) => {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      return (Number(f[11]) + Number(f[12])) / 100;
-    } catch {
-      return undefined;
-    }
-  };
-  return {
-    async sample() {
-      const rows = await sql<{ pid: number; datname: string | null; type: string | null }[]>`
-        select pid, datname, backend_type as type from pg_stat_activity`;
-      for (const { pid, datname, type } of rows) {
-        const cpu = cpuOf(pid);
-        if (cpu === undefined) continue;
-        if (!first.has(pid)) first.set(pid, started ? 0 : cpu);
-        const kind: Kind =
-          datname === null
-            ? 'shared'
-            : datname !== database
-              ? 'other'
-              : type === 'autovacuum worker'
-                ? 'autovacuum'
-                : 'backends';
-        last.set(pid, { cpu, kind });
-      }
-      started = true;
-    },
-    totals() {
-      const sum: Record<Kind, number> = { backends: 0, autovacuum: 0, shared: 0, other: 0 };
-      for (const [pid, { cpu, kind }] of last) sum[kind] += cpu - (first.get(pid) ?? 0);
-      return sum;
-    },
-  };
 }
 
 const PREFIX = 'b-';

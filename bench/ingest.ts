@@ -72,15 +72,15 @@ export async function benchIngest(ctx: BenchContext): Promise<IngestBench> {
   ctx.log('(a) saturation: bare endpoint');
   const bareSat = await load(ctx.bare.url);
   ctx.log('(a) saturation: /hooks/delivery');
-  let meter = cpuMeter(ctx.server.pid);
+  let meter = await cpuMeter(ctx.server.pid, ctx.db);
   const sbSat = await load(ctx.server.url);
-  const satCpu = meter.stop(sbSat.requests);
+  const satCpu = await meter.stop(sbSat.requests);
   ctx.log('(a) 2000 requests/s offered: bare endpoint');
   const bareRate = await load(ctx.bare.url, 2000);
   ctx.log('(a) 2000 requests/s offered: /hooks/delivery');
-  meter = cpuMeter(ctx.server.pid);
+  meter = await cpuMeter(ctx.server.pid, ctx.db);
   const sbRate = await load(ctx.server.url, 2000);
-  const rateCpu = meter.stop(sbRate.requests);
+  const rateCpu = await meter.stop(sbRate.requests);
   const stored = (await inboxCount()) - before;
 
   return {

@@ -75,7 +75,7 @@ export async function benchRead(ctx: BenchContext): Promise<ReadBench> {
     request,
   });
   ctx.log('(d) 500 requests/s offered');
-  const meter = cpuMeter(ctx.server.pid);
+  const meter = await cpuMeter(ctx.server.pid, ctx.db);
   const load = await runLoad({
     url: ctx.server.url,
     seconds: ctx.seconds,
@@ -84,7 +84,7 @@ export async function benchRead(ctx: BenchContext): Promise<ReadBench> {
     method: 'GET',
     request,
   });
-  const cpu = meter.stop(load.requests);
+  const cpu = await meter.stop(load.requests);
   return {
     messages: totals!.messages as number,
     events: totals!.events as number,

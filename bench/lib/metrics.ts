@@ -1,5 +1,6 @@
 /** Reads a few series from a server's Prometheus text at /metrics, and CPU time from /proc. */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import type postgres from 'postgres';
 
 /** Sum of every sample of `name` whose labels contain all of `labels`. */
 export function metricValue(
@@ -38,23 +39,42 @@ export function cpuSeconds(pid: number): number {
 }
 
 /**
- * CPU seconds used so far by every live Postgres process (the server and its backends): the
- * machine's own Postgres, so the bench reads it while nothing else runs.
+ * The CPU of the Postgres server's processes by what they work for, sampled while the outbox
+ * drains: a process seen first during the window counts from zero (it started in it), one
+ * gone before the end counts up to its last sample. pg_stat_activity names each one's
+ * database (none for the shared processes).
  */
-export function postgresCpuSeconds(): number {
-  let sum = 0;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (!stat.includes('(postgres)')) continue;
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      sum += (Number(fields[11]) + Number(fields[12])) / 100;
-    } catch {
-      // the process ended meanwhile
-    }
-  }
-  return sum;
+export function postgresSampler(sql: postgres.Sql, database: string) {
+  const first = new Map<number, number>();
+  type Kind = 'backends' | 'autovacuum' | 'shared' | 'other';
+  const last = new Map<number, { cpu: number; kind: Kind }>();
+  let started = false;
+  return {
+    async sample() {
+      const rows = await sql<{ pid: number; datname: string | null; type: string | null }[]>`
+        select pid, datname, backend_type as type from pg_stat_activity`;
+      for (const { pid, datname, type } of rows) {
+        const cpu = cpuSeconds(pid);
+        if (Number.isNaN(cpu)) continue; // ended meanwhile
+        if (!first.has(pid)) first.set(pid, started ? 0 : cpu);
+        const kind: Kind =
+          datname === null
+            ? 'shared'
+            : datname !== database
+              ? 'other'
+              : type === 'autovacuum worker'
+                ? 'autovacuum'
+                : 'backends';
+        last.set(pid, { cpu, kind });
+      }
+      started = true;
+    },
+    totals() {
+      const sum: Record<Kind, number> = { backends: 0, autovacuum: 0, shared: 0, other: 0 };
+      for (const [pid, { cpu, kind }] of last) sum[kind] += cpu - (first.get(pid) ?? 0);
+      return sum;
+    },
+  };
 }
 
 /** CPU seconds of the server and of Postgres over a window, and per request in it. */
@@ -67,22 +87,29 @@ export interface CpuUse {
 }
 
 /**
- * Starts counting the CPU the server (`pid`) and Postgres use; `stop(requests)` gives the
- * totals and the cost per request. Postgres is every postgres process on the machine, so
- * the figure is honest only while nothing else uses it.
+ * Starts counting the CPU the server (`pid`) and the bench database's Postgres processes
+ * (its backends, autovacuum, the shared ones) use; `stop(requests)` gives the totals and the
+ * cost per request. Postgres is sampled at the start and the end only: right for the
+ * server's pooled connections, which live through the window.
  *
  * @example
- * const meter = cpuMeter(ctx.server.pid);
+ * const meter = await cpuMeter(ctx.server.pid, ctx.db);
  * const load = await runLoad(...);
- * const cpu = meter.stop(load.requests);
+ * const cpu = await meter.stop(load.requests);
  */
-export function cpuMeter(pid: number): { stop(requests: number): CpuUse } {
+export async function cpuMeter(
+  pid: number,
+  db: { sql: postgres.Sql; name: string },
+): Promise<{ stop(requests: number): Promise<CpuUse> }> {
   const server = cpuSeconds(pid);
-  const pg = postgresCpuSeconds();
+  const pg = postgresSampler(db.sql, db.name);
+  await pg.sample();
   return {
-    stop(requests) {
+    async stop(requests) {
       const s = cpuSeconds(pid) - server;
-      const p = postgresCpuSeconds() - pg;
+      await pg.sample();
+      const t = pg.totals();
+      const p = t.backends + t.autovacuum + t.shared;
       const per = (seconds: number) => (requests > 0 ? Math.round((seconds * 1e6) / requests) : 0);
       return {
         switchboardSeconds: Math.round(s * 100) / 100,
