@@ -131,12 +131,14 @@ export async function lockCalls(tx: Tx, callIds: string[]): Promise<Map<string, 
 
 type StatEntry = { metric: string; subject: string; key?: string };
 type CallEventRow = typeof callEvents.$inferInsert;
+/** counts to add, by flow, metric, subject and key */
+type StatCounts = Map<
+  string,
+  { flowId: string; metric: string; subject: string; key: string; n: number }
+>;
 
 /** Adds to the flows' aggregate counters, in key order (so that concurrent upserts queue). */
-async function upsertStats(
-  tx: Tx,
-  counts: Map<string, { flowId: string; metric: string; subject: string; key: string; n: number }>,
-): Promise<void> {
+async function upsertStats(tx: Tx, counts: StatCounts): Promise<void> {
   if (counts.size === 0) return;
   const rows = [...counts.entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
@@ -156,11 +158,7 @@ async function upsertStats(
     });
 }
 
-function countStats(
-  into: Map<string, { flowId: string; metric: string; subject: string; key: string; n: number }>,
-  flowId: string,
-  entries: StatEntry[],
-): void {
+function countStats(into: StatCounts, flowId: string, entries: StatEntry[]): void {
   for (const e of entries) {
     const key = e.key ?? '';
     const k = `${flowId}\u0000${e.metric}\u0000${e.subject}\u0000${key}`;
@@ -172,7 +170,7 @@ function countStats(
 
 /** Adds to the flow's aggregate counters (kept apart from personal data, see flowStats). */
 export async function bumpStats(tx: Tx, flowId: string, entries: StatEntry[]): Promise<void> {
-  const counts = new Map();
+  const counts: StatCounts = new Map();
   countStats(counts, flowId, entries);
   await upsertStats(tx, counts);
 }
@@ -192,10 +190,7 @@ export class CallWrites {
     prepared: PreparedMessage;
     detail: Record<string, unknown>;
   }[] = [];
-  private readonly stats = new Map<
-    string,
-    { flowId: string; metric: string; subject: string; key: string; n: number }
-  >();
+  private readonly stats: StatCounts = new Map();
   /** per call: every timer dropped first (`all`), then each named one set or dropped (null) */
   private readonly timers = new Map<string, { all: boolean; set: Map<string, Date | null> }>();
   private readonly heldInserts: HeldWebhook[] = [];
