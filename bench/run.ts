@@ -3,7 +3,8 @@
  *
  * - Postgres from DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test); the bench
  *   creates a database of its own there (`sb_bench_<random>`) and drops it at the end.
- * - Three child processes on loopback: Switchboard (`src/main.ts`, PORT=0), the provider
+ * - Three child processes on loopback: Switchboard (`dist/main.js`, as `npm start` runs it:
+ *   built first by scripts/build.mjs, PORT=0), the provider
  *   sandbox (`bench/sandbox-server.ts`) as its PROVIDER_BASE_URL, and a bare Hono JSON
  *   endpoint (`bench/bare-server.ts`). Load comes from this process (autocannon).
  * - One Switchboard process serves every part, so its peak RSS (VmHWM) covers the whole run.
@@ -233,9 +234,10 @@ async function main(): Promise<void> {
       logDir,
     });
     children.push(bare);
+    execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: ROOT, stdio: 'inherit' });
     const server = await spawnChild({
       name: 'switchboard',
-      entry: 'src/main.ts',
+      entry: 'dist/main.js',
       env: {
         PORT: '0',
         HOST: '127.0.0.1',

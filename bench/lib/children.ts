@@ -1,7 +1,7 @@
 /**
- * The processes a benchmark measures: each runs as `node --import tsx <entry>` (one process,
- * no tsx relay in between), so its pid is the process that serves, and its memory can be read
- * from /proc. Output goes to a log file, not a pipe: the bench process reads nothing while it
+ * The processes a benchmark measures: each runs as `node <entry>`, through tsx's loader
+ * (`--import tsx`) when the entry is TypeScript, with no relay process in between, so its pid
+ * is the process that serves, and its memory can be read from /proc. Output goes to a log file, not a pipe: the bench process reads nothing while it
  * generates load, and the child never blocks on a full pipe.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -52,12 +52,13 @@ function readStatus(pid: number): { rssKiB: number; hwmKiB: number } | undefined
  * Starts a child and resolves once `ready` matches its output (group 1: the port).
  *
  * @example
- * const server = await spawnChild({ name: 'switchboard', entry: 'src/main.ts', env, ready: /"port":(\d+),"msg":"listening"/, logDir });
+ * const server = await spawnChild({ name: 'switchboard', entry: 'dist/main.js', env, ready: /"port":(\d+),"msg":"listening"/, logDir });
  */
 export async function spawnChild(opts: SpawnOptions): Promise<Child> {
   const logFile = join(opts.logDir, `${opts.name}.log`);
   const fd = openSync(logFile, 'w');
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', opts.entry], {
+  const loader = /\.tsx?$/.test(opts.entry) ? ['--import', 'tsx'] : [];
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...loader, opts.entry], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', ...opts.env },
     stdio: ['ignore', fd, fd],

@@ -1,12 +1,15 @@
 /**
- * Starts the real server as a child process (`tsx src/main.ts`), the way `npm start` does,
- * and finds its port in the "listening" log line.
+ * Starts the real server as a child process the way `npm start` does: built by
+ * scripts/build.mjs (once per test file), then `node dist/main.js`; finds its port in the
+ * "listening" log line.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const TSX = fileURLToPath(new URL('../../node_modules/.bin/tsx', import.meta.url));
+
+let built: Promise<unknown> | undefined;
 
 export interface ServerProcess {
   url: string;
@@ -18,7 +21,9 @@ export interface ServerProcess {
 }
 
 export async function startServerProcess(env: Record<string, string>): Promise<ServerProcess> {
-  const child = spawn(TSX, ['src/main.ts'], {
+  built ??= promisify(execFile)(process.execPath, ['scripts/build.mjs'], { cwd: ROOT });
+  await built;
+  const child = spawn(process.execPath, ['dist/main.js'], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
