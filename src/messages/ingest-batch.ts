@@ -6,8 +6,9 @@
  * What is stored is what `ingestDelivery` stores, row for row; an idle server still commits
  * each callback at once (a batch of one).
  *
- * Locks are taken in one order everywhere (inbox keys sorted, then messages by id), so
- * concurrent batches, here or in another instance, wait for each other but never deadlock.
+ * Locks are taken in one order everywhere (messages by id, then inbox keys sorted, then
+ * calls by id), so concurrent batches, here or in another instance, and single callbacks
+ * (`ingestDelivery`) wait for each other but never deadlock.
  * A batch that fails for any reason but an unreachable database is retried one callback per
  * transaction, so one poisonous body cannot take its neighbours down with it.
  *
@@ -88,40 +89,40 @@ export async function ingestDeliveries(
   raws: RawCallback[],
 ): Promise<IngestResult[]> {
   const now = deps.clock.now();
-  const items: Item[] = raws.map((raw) => {
-    const parsed = storable(parseDeliveryBody(raw.contentType, raw.body, deps.statusMap));
-    return {
-      raw,
-      key: dedupKey('delivery', raw.body),
-      events: parsed.events,
-      problems: parsed.problems,
-      matched: 0,
-      pending: 0,
-      dropped: [],
-    };
+  const parsed: Parsed[] = raws.map((raw) => {
+    const { events, problems } = storable(
+      parseDeliveryBody(raw.contentType, raw.body, deps.statusMap),
+    );
+    return { raw, key: dedupKey('delivery', raw.body), events, problems };
   });
+  try {
+    return await storeBatch(deps, parsed, now);
+  } catch (err) {
+    // a key the first statement did not find was stored meanwhile by a transaction that had
+    // not committed then, so the batch counted that callback's events as new: it was undone,
+    // and once more finds the duplicate
+    if (!(err instanceof StoredMeanwhile)) throw err;
+    return storeBatch(deps, parsed, now);
+  }
+}
+
+type Parsed = Pick<Item, 'raw' | 'key' | 'events' | 'problems'>;
+
+async function storeBatch(deps: IngestDeps, parsed: Parsed[], now: Date): Promise<IngestResult[]> {
+  const items: Item[] = parsed.map((p) => ({ ...p, matched: 0, pending: 0, dropped: [] }));
   return deps.db.transaction(async (tx) => {
-    // 1. the raw bodies, first copy of each key only, in key order (the lock order)
+    // 1. the messages the events are about, locked in id order, which keys are stored
+    // already, and an inbox id for each key
     const firsts = new Map<string, Item>();
     for (const item of items) if (!firsts.has(item.key)) firsts.set(item.key, item);
-    const keys = [...firsts.keys()].sort();
-    const bodies = keys.map((key) => {
-      const { raw } = firsts.get(key)!;
-      return {
-        key,
-        content_type: raw.contentType == null ? null : storable(raw.contentType),
-        body: storable(raw.body),
-      };
-    });
-    // 2. in the same statement, the messages their events are about, locked in id order (a
-    // duplicate's too: it is found to be one only by this insert, and an extra lock is harmless)
-    const { inserted, byMessage } = await storeAndLock(
+    const keys = [...firsts.keys()];
+    const { existing, ids, byMessage } = await lockAndCheck(
       tx,
-      bodies,
+      keys,
       items.flatMap((i) => i.events),
-      now,
     );
-    for (const row of inserted) firsts.get(row.key)!.inboxId = row.id;
+    for (const [n, key] of keys.entries())
+      if (!existing.has(key)) firsts.get(key)!.inboxId = ids[n];
     const fresh = items.filter((i) => i.inboxId !== undefined);
     if (fresh.length === 0) return items.map(answer);
     const events = fresh.flatMap((i) => i.events);
@@ -199,21 +200,33 @@ export async function ingestDeliveries(
       });
       recorded.push({ m, after, events: list });
     }
-    const outcomes = fresh.map((i) => ({
-      id: i.inboxId,
-      pending: i.pending,
-      outcome: {
-        events: i.events.length,
-        matched: i.matched,
+    // the raw bodies with their outcome, in key order (the lock order)
+    const bodies = fresh
+      .map((i) => ({
+        id: i.inboxId,
+        key: i.key,
+        content_type: i.raw.contentType == null ? null : storable(i.raw.contentType),
+        body: storable(i.raw.body),
         pending: i.pending,
-        problems: i.problems,
-      },
-    }));
+        outcome: outcomeOf(i),
+      }))
+      .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
 
-    // 4. every write of the batch in one statement
+    // 4. every write of the batch in one statement; each inbox row is written once, with its
+    // outcome (an insert, then an update of the same row, was a second row version and a
+    // second entry in each of its indexes)
     const at = now.toISOString();
-    await tx.execute(sql`
-      with ev as (
+    const [written] = rowsOf<{ n: number }>(
+      await tx.execute(sql`
+      with ins as (
+        insert into inbox (id, kind, dedup_key, content_type, body, received_at, outcome, pending)
+        select v.id, 'delivery', v.key, v.content_type, v.body, ${at}::timestamptz, v.outcome,
+               v.pending
+        from jsonb_to_recordset(${JSON.stringify(bodies)}::jsonb)
+          as v(id bigint, key text, content_type text, body text, outcome jsonb, pending int)
+        on conflict (dedup_key) do nothing
+        returning 1),
+      ev as (
         insert into message_events (message_id, status, source, detail, at, received_at)
         select v.message_id, v.status, v.source, v.detail, v.at, ${at}::timestamptz
         from jsonb_to_recordset(${JSON.stringify(eventRows)}::jsonb)
@@ -234,10 +247,9 @@ export async function ingestDeliveries(
         from jsonb_to_recordset(${JSON.stringify(pendingRows)}::jsonb)
           as v(inbox_id bigint, customer_message_id text, provider_message_id text, status text,
                detail jsonb, at timestamptz))
-      update inbox as i set outcome = v.outcome, pending = v.pending
-      from jsonb_to_recordset(${JSON.stringify(outcomes)}::jsonb)
-        as v(id bigint, outcome jsonb, pending int)
-      where i.id = v.id`);
+      select count(*)::int as n from ins`),
+    );
+    if (Number(written!.n) !== fresh.length) throw new StoredMeanwhile();
 
     // raw bodies of dropped events: deleted when nothing else was in them, else cut out
     for (const item of fresh) {
@@ -276,47 +288,49 @@ export async function ingestDeliveries(
   });
 }
 
-function answer(item: Item): IngestResult {
-  if (item.inboxId === undefined) {
-    return { duplicate: true, events: 0, matched: 0, pending: 0, problems: [] };
-  }
+/** What the inbox row keeps of a callback (the same as `ingestDelivery`'s). */
+function outcomeOf(item: Item) {
   return {
-    duplicate: false,
-    inboxId: item.inboxId,
     events: item.events.length,
     matched: item.matched,
     pending: item.pending,
+    ...(item.dropped.length > 0 && { dropped: item.dropped.length }),
     problems: item.problems,
   };
 }
 
+function answer(item: Item): IngestResult {
+  if (item.inboxId === undefined) {
+    return { duplicate: true, events: 0, matched: 0, pending: 0, problems: [] };
+  }
+  return { duplicate: false, inboxId: item.inboxId, ...outcomeOf(item) };
+}
+
+class StoredMeanwhile extends Error {
+  constructor() {
+    super('a callback of the batch was stored meanwhile by another transaction');
+  }
+}
+
 /**
- * One round trip: the raw bodies inserted (a key stored before is skipped), and the messages
- * `events` are about (by customerMessageId or the provider's ids) locked in id order. Both
- * travel as one JSON parameter each, so the statement's text is the same whatever the
- * batch's size: Postgres parses and plans it once per connection.
+ * One round trip: the messages `events` are about (by customerMessageId or the provider's
+ * ids) locked in id order, which of `keys` the inbox holds already, and an inbox id for each
+ * key (from the inbox's own sequence; a duplicate's is never used). Everything travels as
+ * JSON parameters, so the statement's text is the same whatever the batch's size: Postgres
+ * parses and plans it once per connection.
  */
-async function storeAndLock(
+async function lockAndCheck(
   tx: Tx,
-  bodies: { key: string; content_type: string | null; body: string }[],
+  keys: string[],
   events: DeliveryEvent[],
-  now: Date,
-): Promise<{ inserted: { id: number; key: string }[]; byMessage: LockedMessage[] }> {
+): Promise<{ existing: Set<string>; ids: number[]; byMessage: LockedMessage[] }> {
   const cmids = [
     ...new Set(events.flatMap((e) => (e.customerMessageId ? [e.customerMessageId] : []))),
   ];
   const pmids = [...new Set(events.flatMap((e) => e.providerMessageIds))];
-  const [row] = rowsOf<{ result: string | StoreAndLockJson }>(
+  const [row] = rowsOf<{ result: string | LockAndCheckJson }>(
     await tx.execute(sql`
-      with ins as (
-        insert into inbox (kind, dedup_key, content_type, body, received_at)
-        select 'delivery', v.key, v.content_type, v.body, ${now.toISOString()}::timestamptz
-        from jsonb_to_recordset(${JSON.stringify(bodies)}::jsonb)
-          as v(key text, content_type text, body text)
-        order by v.key
-        on conflict (dedup_key) do nothing
-        returning id, dedup_key),
-      locked as (
+      with locked as (
         select id, customer_message_id as cmid, provider_message_id as pmid, status,
                coalesce(jsonb_array_length(case when jsonb_typeof(payload->'fallbacks') = 'array'
                  then payload->'fallbacks' end), 0) as fallbacks,
@@ -327,18 +341,22 @@ async function storeAndLock(
         order by id
         for update)
       select json_build_object(
-        'inserted', coalesce((select json_agg(json_build_object('id', id, 'key', dedup_key)) from ins), '[]'),
+        'existing', coalesce((select json_agg(dedup_key) from inbox
+          where dedup_key = any(array(select jsonb_array_elements_text(${JSON.stringify(keys)}::jsonb)))), '[]'),
+        'ids', (select json_agg(nextval('inbox_id_seq')) from generate_series(1, ${keys.length}::int)),
         'locked', coalesce((select json_agg(l order by l.id) from locked l), '[]')) as result`),
   );
-  const result: StoreAndLockJson =
+  const result: LockAndCheckJson =
     typeof row!.result === 'string' ? JSON.parse(row!.result) : row!.result;
   return {
-    inserted: result.inserted.map((r) => ({ id: Number(r.id), key: r.key })),
+    existing: new Set(result.existing),
+    ids: result.ids.map(Number),
     byMessage: result.locked,
   };
 }
 
-interface StoreAndLockJson {
-  inserted: { id: number | string; key: string }[];
+interface LockAndCheckJson {
+  existing: string[];
+  ids: (number | string)[];
   locked: LockedMessage[];
 }

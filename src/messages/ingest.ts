@@ -122,7 +122,10 @@ export function toNewEvent(
   };
 }
 
-/** Finds the messages the events are about: by customerMessageId, then by the provider's ids. */
+/**
+ * Finds the messages the events are about (by customerMessageId, then by the provider's ids)
+ * and locks them, in id order: before the callback's inbox row, as the batch path does.
+ */
 async function matchMessages(tx: Tx, events: DeliveryEvent[]): Promise<Map<DeliveryEvent, string>> {
   const cmids = [
     ...new Set(events.flatMap((e) => (e.customerMessageId ? [e.customerMessageId] : []))),
@@ -141,7 +144,9 @@ async function matchMessages(tx: Tx, events: DeliveryEvent[]): Promise<Map<Deliv
             pmid: messages.providerMessageId,
           })
           .from(messages)
-          .where(or(...conditions));
+          .where(or(...conditions))
+          .orderBy(messages.id)
+          .for('update');
   const byCmid = new Map(rows.map((r) => [r.cmid, r.id]));
   const byPmid = new Map(rows.flatMap((r) => (r.pmid ? [[r.pmid, r.id] as const] : [])));
   const out = new Map<DeliveryEvent, string>();
@@ -171,13 +176,13 @@ async function applyGrouped(
 /** POST /hooks/delivery: store, parse, match, record; all or nothing. */
 export async function ingestDelivery(deps: IngestDeps, raw: RawCallback): Promise<IngestResult> {
   const now = deps.clock.now();
+  const parsed = storable(parseDeliveryBody(raw.contentType, raw.body, deps.statusMap));
   return deps.db.transaction(async (tx) => {
+    const matches = await matchMessages(tx, parsed.events);
     const inboxId = await storeRaw(tx, 'delivery', raw, now);
     if (inboxId === undefined) {
       return { duplicate: true, events: 0, matched: 0, pending: 0, problems: [] };
     }
-    const parsed = storable(parseDeliveryBody(raw.contentType, raw.body, deps.statusMap));
-    const matches = await matchMessages(tx, parsed.events);
     const groups = new Map<string, NewEvent[]>();
     const unmatched: DeliveryEvent[] = [];
     for (const e of parsed.events) {

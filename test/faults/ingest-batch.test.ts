@@ -9,7 +9,7 @@ import { beforeAll, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.ts';
 import { inbox, messages } from '../../src/db/schema/index.ts';
 import { statusMapWith } from '../../src/messages/delivery-parse.ts';
-import type { IngestDeps } from '../../src/messages/ingest.ts';
+import { dedupKey, type IngestDeps } from '../../src/messages/ingest.ts';
 import { createDeliveryBatcher, ingestDeliveries } from '../../src/messages/ingest-batch.ts';
 import { submitMessages } from '../../src/messages/submit.ts';
 import { statusOf } from '../../src/messages/timeline.ts';
@@ -96,4 +96,43 @@ describeEachEngine('delivery callbacks in one transaction', (ctx) => {
     expect(await statusOf(deps.db, ok.id)).toBe('delivered');
     expect(await statusOf(deps.db, poison.id)).toBe('queued');
   });
+
+  // two connections at once: real Postgres only (PGlite runs one transaction at a time)
+  it.runIf(ctx.engine === 'postgres')(
+    'a body stored by another transaction after the batch looked is still one duplicate',
+    async () => {
+      const a = await message();
+      const body = raw({ customerMessageId: a.cmid, status: 'delivered' });
+      const batcher = createDeliveryBatcher(deps);
+      let release!: () => void;
+      const held = new Promise<void>((r) => {
+        release = r;
+      });
+      let stored!: () => void;
+      const inserted = new Promise<void>((r) => {
+        stored = r;
+      });
+      // another instance stores the same body and holds its transaction open
+      const other = deps.db.transaction(async (tx) => {
+        await tx.insert(inbox).values({
+          kind: 'delivery',
+          dedupKey: dedupKey('delivery', body.body),
+          contentType: body.contentType,
+          body: body.body,
+          receivedAt: new Date(),
+        });
+        stored();
+        await held;
+      });
+      await inserted;
+      // the batch finds no such key, then waits on the other's insert, which commits
+      const answer = batcher.ingest(body);
+      await new Promise((r) => setTimeout(r, 200));
+      release();
+      await other;
+      expect(await answer).toMatchObject({ duplicate: true, events: 0 });
+      // the event was recorded by neither: the other transaction stored only the body
+      expect(await statusOf(deps.db, a.id)).toBe('queued');
+    },
+  );
 });
