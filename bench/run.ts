@@ -13,7 +13,8 @@
  * BENCH_SECONDS (default 10) sets each measured load's length; BENCH_SCALE (default 1) scales
  * the data sets down for a quick trial (the goals are judged at 1 only); BENCH_ONLY=a,b,c,d
  * runs some parts only; BENCH_PROF=<dir> writes a CPU profile of the server there;
- * BENCH_LOG_LEVEL sets the server's LOG_LEVEL (default info, as deployed).
+ * BENCH_LOG_LEVEL sets the server's LOG_LEVEL (default info, as deployed); BENCH_KEEP_LOGS=1
+ * keeps the children's logs (e.g. for BENCH_NODE_ARGS=--trace-gc).
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -208,7 +209,8 @@ async function main(): Promise<void> {
     cleaned = true;
     await Promise.all(children.map((c) => c.stop()));
     await db.drop().catch((err: unknown) => log(`could not drop ${db.name}: ${String(err)}`));
-    rmSync(logDir, { recursive: true, force: true });
+    if (process.env.BENCH_KEEP_LOGS) log(`logs kept in ${logDir}`);
+    else rmSync(logDir, { recursive: true, force: true });
   };
   process.once('SIGINT', () => void cleanup().then(() => process.exit(130)));
   try {

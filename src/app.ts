@@ -10,7 +10,6 @@
 import { randomBytes } from 'node:crypto';
 import { OpenAPIHono } from '@hono/zod-openapi';
 import type { Hono, MiddlewareHandler } from 'hono';
-import { requestId } from 'hono/request-id';
 import { callStatusHook, type EventDeps } from './calls/events.ts';
 import { callsByState } from './calls/read.ts';
 import { createFlowRegistry, type FlowRegistry } from './calls/registry.ts';
@@ -23,6 +22,7 @@ import { bodyLimits } from './http/body.ts';
 import { docsRoutes } from './http/docs.ts';
 import type { AppEnv } from './http/env.ts';
 import { notFound, onError, validationHook } from './http/errors.ts';
+import { requestIds } from './http/headers.ts';
 import {
   createMetrics,
   type MetricReaders,
@@ -112,7 +112,7 @@ export function createApp(deps: AppDeps) {
   };
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
 
-  app.use('*', requestId());
+  app.use('*', requestIds());
   app.use('*', requestLogger(deps.logger));
   app.use('*', metricsMiddleware(metrics));
   // before the body limit: a request without the token is refused before its body is read

@@ -17,6 +17,7 @@ import type { MiddlewareHandler } from 'hono';
 import { tokenMatches } from './auth.ts';
 import type { AppEnv } from './env.ts';
 import { errorResponse } from './errors.ts';
+import { header } from './headers.ts';
 
 const OPEN_EXACT = new Set(['/healthz', '/readyz', '/metrics', '/openapi.json', '/docs']);
 // /ui is guarded by the console itself (ui/auth.ts), with these tokens unless UI_TOKEN is set
@@ -52,7 +53,7 @@ export function presentedBearer(header: string | undefined): string | undefined 
 export function apiAuth(tokens: readonly string[]): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     if (tokens.length === 0 || isOpenPath(c.req.path)) return next();
-    const given = presentedBearer(c.req.header('authorization'));
+    const given = presentedBearer(header(c, 'authorization'));
     if (tokenMatches(given, tokens)) return next();
     c.header('WWW-Authenticate', 'Bearer realm="switchboard"');
     return errorResponse(

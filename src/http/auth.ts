@@ -4,6 +4,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Context } from 'hono';
+import { header } from './headers.ts';
 
 function digest(value: string): Buffer {
   return createHash('sha256').update(value, 'utf8').digest();
@@ -20,7 +21,7 @@ export function tokenMatches(candidate: string | undefined, tokens: readonly str
 
 /** The token a callback presents: `Authorization: Bearer`, `X-Callback-Token` or `?token=`. */
 export function presentedCallbackToken(c: Context): string | undefined {
-  const auth = c.req.header('authorization');
+  const auth = header(c, 'authorization');
   const bearer = auth?.match(/^Bearer\s+(.+)$/i)?.[1]?.trim();
-  return bearer ?? c.req.header('x-callback-token') ?? c.req.query('token') ?? undefined;
+  return bearer ?? header(c, 'x-callback-token') ?? c.req.query('token') ?? undefined;
 }

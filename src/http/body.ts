@@ -15,6 +15,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AppEnv } from './env.ts';
 import { errorResponse } from './errors.ts';
+import { header } from './headers.ts';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -47,8 +48,8 @@ export function bodyLimits(): MiddlewareHandler<AppEnv> {
   );
   return async (c, next) => {
     const max = limitFor(c.req.path);
-    const chunked = c.req.header('transfer-encoding');
-    const length = c.req.header('content-length');
+    const chunked = header(c, 'transfer-encoding');
+    const length = header(c, 'content-length');
     if (chunked === undefined) {
       // on the wire (HTTP/1.1) a request with neither header has no body at all; a Request
       // made in-process (app.request) may carry one without saying so
@@ -100,7 +101,7 @@ function readAll(incoming: IncomingMessage): Promise<Buffer> {
  */
 export async function readText(c: Context<AppEnv>): Promise<string> {
   const incoming =
-    c.req.header('transfer-encoding') === undefined && c.req.header('content-length') !== undefined
+    header(c, 'transfer-encoding') === undefined && header(c, 'content-length') !== undefined
       ? incomingOf(c)
       : undefined;
   if (!incoming) return c.req.text();

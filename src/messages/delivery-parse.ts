@@ -118,18 +118,37 @@ function isObj(v: unknown): v is Obj {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** Looks `keys` up in `o` (normalised names), then one level down. */
-function pick(o: Obj, keys: string[]): unknown {
-  const index = new Map<string, unknown>();
-  for (const [k, v] of Object.entries(o)) index.set(normaliseWord(k), v);
+/**
+ * An object's fields by normalised name (a later spelling of the same name wins), and its
+ * object-valued fields, read once per object: an event is looked up for nine fields.
+ */
+interface Fields {
+  byName: Map<string, unknown>;
+  objects: Obj[];
+  nested?: Fields[];
+}
+
+function fieldsOf(o: Obj): Fields {
+  const byName = new Map<string, unknown>();
+  const objects: Obj[] = [];
+  for (const [k, v] of Object.entries(o)) {
+    byName.set(normaliseWord(k), v);
+    if (isObj(v)) objects.push(v);
+  }
+  return { byName, objects };
+}
+
+/** Looks `keys` up (normalised names), then one level down, depth first. */
+function pick(f: Fields, keys: string[]): unknown {
   for (const k of keys) {
-    const v = index.get(k);
+    const v = f.byName.get(k);
     if (v !== undefined && v !== null && v !== '') return v;
   }
-  for (const v of Object.values(o)) {
-    if (!isObj(v)) continue;
-    const nested = pick(v, keys);
-    if (nested !== undefined) return nested;
+  if (f.objects.length === 0) return undefined;
+  f.nested ??= f.objects.map(fieldsOf);
+  for (const n of f.nested) {
+    const v = pick(n, keys);
+    if (v !== undefined) return v;
   }
   return undefined;
 }
@@ -162,22 +181,23 @@ export function parseEventTime(v: unknown): Date | undefined {
 }
 
 function eventFrom(o: Obj, map: StatusMap): DeliveryEvent | string {
-  const rawStatus = pick(o, STATUS_KEYS);
+  const f = fieldsOf(o);
+  const rawStatus = pick(f, STATUS_KEYS);
   if (typeof rawStatus !== 'string' && typeof rawStatus !== 'number') {
     return 'no status field (looked for status, state, deliveryStatus, dlr_status, stat, event)';
   }
-  const customerMessageId = asId(pick(o, CMID_KEYS));
-  const providerMessageIds = [asId(pick(o, PMID_KEYS)), asId(pick(o, PARENT_KEYS))].filter(
+  const customerMessageId = asId(pick(f, CMID_KEYS));
+  const providerMessageIds = [asId(pick(f, PMID_KEYS)), asId(pick(f, PARENT_KEYS))].filter(
     (v): v is string => v !== undefined,
   );
   if (!customerMessageId && providerMessageIds.length === 0) {
     return 'no message id (looked for customerMessageId, cmid, messageId, msg_id, mid, id)';
   }
   const word = String(rawStatus);
-  const at = parseEventTime(pick(o, TIME_KEYS));
-  const channel = pick(o, ['channel', 'type', 'messagetype']);
-  const fallbackIndex = pick(o, ['fallbackindex']);
-  const error = pick(o, ['error', 'errorcode', 'err', 'reason']);
+  const at = parseEventTime(pick(f, TIME_KEYS));
+  const channel = pick(f, ['channel', 'type', 'messagetype']);
+  const fallbackIndex = pick(f, ['fallbackindex']);
+  const error = pick(f, ['error', 'errorcode', 'err', 'reason']);
   return {
     ...(customerMessageId && { customerMessageId }),
     providerMessageIds,

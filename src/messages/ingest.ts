@@ -66,15 +66,36 @@ const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF
  */
 export function storable<T>(value: T): T {
   if (typeof value === 'string') return value.replace(UNSTORABLE, '\uFFFD') as T;
-  if (Array.isArray(value)) return value.map(storable) as T;
+  // arrays and objects are rebuilt only when something in them changes (nearly never: this
+  // runs over every callback), so a clean value comes back as it is
+  if (Array.isArray(value)) {
+    let out: unknown[] | undefined;
+    for (let i = 0; i < value.length; i++) {
+      const v = storable(value[i]);
+      if (v === value[i]) continue;
+      out ??= value.slice();
+      out[i] = v;
+    }
+    return (out ?? value) as T;
+  }
   if (
     value !== null &&
     typeof value === 'object' &&
     Object.getPrototypeOf(value) === Object.prototype
   ) {
-    return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [storable(k), storable(v)]),
-    ) as T;
+    const o = value as Record<string, unknown>;
+    const keys = Object.keys(o);
+    let entries: [string, unknown][] | undefined;
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i]!;
+      const sk = storable(k);
+      const sv = storable(o[k]);
+      if (!entries && (sk !== k || sv !== o[k]))
+        entries = keys.slice(0, i).map((j) => [j, o[j]] as [string, unknown]);
+      entries?.push([sk, sv]);
+    }
+    // fromEntries, not assignment: a "__proto__" key stays an own key, as JSON.parse made it
+    return (entries ? Object.fromEntries(entries) : value) as T;
   }
   return value;
 }

@@ -110,4 +110,39 @@ describeEachEngine('request bodies over real HTTP', (ctx) => {
       expect(await rawOf(cmid)).toEqual([]);
     });
   }
+
+  // headers are read from Node's own request here (src/http/headers.ts), not a Fetch Headers
+  it('echoes a plain X-Request-Id and replaces anything else with a new one', async () => {
+    const idOf = async (given?: string) => {
+      const res = await fetch(`http://127.0.0.1:${port}/healthz`, {
+        headers: given === undefined ? {} : { 'x-request-id': given },
+      });
+      return res.headers.get('x-request-id');
+    };
+    expect(await idOf('trace-42_a=b')).toBe('trace-42_a=b');
+    for (const bad of [undefined, '', 'has space', 'x'.repeat(256)]) {
+      const id = await idOf(bad);
+      expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    }
+  });
+
+  it('answers the callback content type and token as Node parsed them', async () => {
+    const { app } = buildTestApp(ctx.database(), { env: { CALLBACK_TOKEN: 's3cret-token' } });
+    const guarded = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+    await new Promise((r) => guarded.once('listening', r));
+    const url = `http://127.0.0.1:${(guarded.address() as AddressInfo).port}/hooks/delivery`;
+    try {
+      const cmid = uniq('form');
+      const send = (headers: Record<string, string>) =>
+        fetch(url, { method: 'POST', headers, body: `cmid=${cmid}&stat=DELIVRD` });
+      const form = { 'content-type': 'application/x-www-form-urlencoded' };
+      expect((await send(form)).status).toBe(401);
+      expect((await send({ ...form, 'x-callback-token': 'wrong' })).status).toBe(401);
+      const ok = await send({ ...form, authorization: 'Bearer s3cret-token' });
+      expect(ok.status).toBe(200);
+      expect(await ok.json()).toMatchObject({ received: true, events: 1 });
+    } finally {
+      await new Promise((r) => guarded.close(r));
+    }
+  });
 });

@@ -6,6 +6,7 @@ import {
   parseEventTime,
   statusMapWith,
 } from '../../src/messages/delivery-parse.ts';
+import { storable } from '../../src/messages/ingest.ts';
 
 const JSON_TYPE = 'application/json';
 
@@ -115,5 +116,30 @@ describe('parseDeliveryBody', () => {
     expect(parseEventTime(1.1492248477474043e118)).toBeUndefined();
     expect(parseEventTime(0)).toEqual(new Date(0));
     expect(parseEventTime('9999-12-31T23:59:59Z')).toEqual(new Date('9999-12-31T23:59:59Z'));
+  });
+});
+
+describe('storable', () => {
+  it('gives a clean value back as it is, and rebuilds only what holds an unstorable character', () => {
+    const clean = { a: 'x', b: [1, { c: 'y' }], d: new Date(0) };
+    expect(storable(clean)).toBe(clean);
+    const dirty = JSON.parse('{"a":"x","b":[1,{"c":"y\\u0000"}],"__proto__":{"e":"\\ud800"}}');
+    const out = storable(dirty);
+    expect(out).not.toBe(dirty);
+    expect(out.a).toBe('x');
+    expect(out.b[1]).toEqual({ c: 'y\uFFFD' });
+    expect(Object.hasOwn(out, '__proto__')).toBe(true);
+    expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+    expect(out.__proto__).toEqual({ e: '\uFFFD' });
+    // the input is left as it was
+    expect(dirty.b[1].c).toBe('y\u0000');
+  });
+
+  it('is linear in the depth of a nested body', () => {
+    let deep: unknown = 'end\u0000';
+    for (let i = 0; i < 2000; i++) deep = { k: deep };
+    let out = storable(deep) as { k: unknown } | string;
+    for (let i = 0; i < 2000; i++) out = (out as { k: unknown }).k as { k: unknown } | string;
+    expect(out).toBe('end\uFFFD');
   });
 });

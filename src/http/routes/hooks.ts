@@ -17,6 +17,7 @@ import { presentedCallbackToken, tokenMatches } from '../auth.ts';
 import { readText } from '../body.ts';
 import type { AppEnv } from '../env.ts';
 import { errorResponse } from '../errors.ts';
+import { header } from '../headers.ts';
 import type { Metrics } from '../metrics.ts';
 import { newRouter } from '../router.ts';
 
@@ -62,7 +63,7 @@ export function hookRoutes(deps: {
         deps.metrics.callbacks.inc({ kind, outcome: 'unauthorized' });
         return errorResponse(c, 'UNAUTHORIZED', 'missing or wrong callback token');
       }
-      const raw = { contentType: c.req.header('content-type'), body: await readText(c) };
+      const raw = { contentType: header(c, 'content-type'), body: await readText(c) };
       const result = await ingest(deps.ingest, raw);
       deps.metrics.callbacks.inc({
         kind,
@@ -88,7 +89,7 @@ export function hookRoutes(deps: {
     handle('delivery', (_, raw) => deliveries.ingest(raw)),
   );
   app.post('/hooks/speechcall', async (c) => {
-    const raw = { contentType: c.req.header('content-type'), body: await readText(c) };
+    const raw = { contentType: header(c, 'content-type'), body: await readText(c) };
     let result: Awaited<ReturnType<typeof ingestSpeechWebhook>>;
     try {
       result = await ingestSpeechWebhook(deps.calls, raw);
