@@ -33,9 +33,35 @@ export interface BuildMenuOptions {
   tokenFor: (node: string, key: NodeKey) => string;
 }
 
+// A call's menu is rendered per call and kept until stored; the actions that are the same in
+// every call (hangup, gotoMenu n) are shared, frozen, instead of copied into each menu.
+const HANGUP: MenuAction = Object.freeze({ action: 'hangup' });
+const gotos: MenuAction[] = [];
+
+function gotoMenu(index: number): MenuAction {
+  let action = gotos[index];
+  if (!action) {
+    action = Object.freeze({ action: 'gotoMenu', menu: index });
+    gotos[index] = action;
+  }
+  return action;
+}
+
+const indexes = new WeakMap<readonly CompiledNode[], Map<string, number>>();
+
+/** Each node's menu index by id (kept per compiled node list: every call of it asks). */
+function indexesOf(nodes: readonly CompiledNode[]): Map<string, number> {
+  let indexOf = indexes.get(nodes);
+  if (!indexOf) {
+    indexOf = new Map(nodes.map((n) => [n.id, n.index]));
+    indexes.set(nodes, indexOf);
+  }
+  return indexOf;
+}
+
 /** The provider menu of some nodes; `renderMenu` and the compiler's template both use it. */
 export function buildMenu(nodes: readonly CompiledNode[], opts: BuildMenuOptions): SpeechMenu {
-  const indexOf = new Map(nodes.map((n) => [n.id, n.index]));
+  const indexOf = indexesOf(nodes);
   return nodes.map((node) => {
     const dtmfActions: Record<string, MenuAction[]> = {};
     for (const key of NODE_KEYS) {
@@ -58,9 +84,9 @@ export function buildMenu(nodes: readonly CompiledNode[], opts: BuildMenuOptions
             ...(action.headers ? { headers: renderWith(action.headers, opts.render) } : {}),
           });
         } else if (action.type === 'goto') {
-          out.push({ action: 'gotoMenu', menu: indexOf.get(action.node)! });
+          out.push(gotoMenu(indexOf.get(action.node)!));
         } else if (action.type === 'hangup') {
-          out.push({ action: 'hangup' });
+          out.push(HANGUP);
         }
       }
       dtmfActions[dtmfName(key)] = out;

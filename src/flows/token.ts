@@ -54,13 +54,59 @@ function mac(secret: TokenSecret, signed: string): Buffer {
  * // 'v1.k1.eyJjIjoiYzEi...'
  */
 export function signNodeToken(token: NodeToken, secret: TokenSecret): string {
+  return nodeTokenSigner(token.callId, secret)(token.node, token.key);
+}
+
+// Payload tails by node, then key: the same few dozen for every call of a flow version.
+const tails = new Map<string, Map<string, string>>();
+let tailCount = 0;
+
+function payloadTail(node: string, key: string): string {
+  let byKey = tails.get(node);
+  let tail = byKey?.get(key);
+  if (tail !== undefined) return tail;
+  tail = Buffer.from(`"n":${JSON.stringify(node)},"k":${JSON.stringify(key)}}`).toString(
+    'base64url',
+  );
+  if (tailCount >= 10_000) {
+    tails.clear();
+    tailCount = 0;
+    byKey = undefined;
+  }
+  if (!byKey) {
+    byKey = new Map();
+    tails.set(node, byKey);
+  }
+  byKey.set(key, tail);
+  tailCount++;
+  return tail;
+}
+
+/**
+ * Signs the tokens of one call, its part of the payload encoded once. The payload's JSON is
+ * padded with spaces after the call id to a multiple of 3 bytes, so its base64url is the
+ * call's part followed by the (cached) encoding of the node's and key's: a call's dozens of
+ * tokens cost an HMAC each and little else. The spaces are JSON whitespace, which
+ * `verifyNodeToken` reads past (tokens signed before them verify as they did).
+ *
+ * @example
+ * const sign = nodeTokenSigner(callId, secret);
+ * verifyNodeToken(sign('main', '1'), [secret]); // { callId, node: 'main', key: '1' }
+ */
+export function nodeTokenSigner(
+  callId: string,
+  secret: TokenSecret,
+): (node: string, key: string) => string {
   if (!KEY_ID.test(secret.id))
     throw new Error(`token secret id "${secret.id}" must match ${KEY_ID}`);
-  const payload = Buffer.from(
-    JSON.stringify({ c: token.callId, n: token.node, k: token.key }),
-  ).toString('base64url');
-  const signed = `${VERSION}.${secret.id}.${payload}`;
-  return `${signed}.${createHmac('sha256', keyObject(secret)).update(signed).digest('base64url')}`;
+  const json = `{"c":${JSON.stringify(callId)},`;
+  const bytes = Buffer.byteLength(json);
+  const head = `${VERSION}.${secret.id}.${Buffer.from(json.padEnd(json.length + ((3 - (bytes % 3)) % 3))).toString('base64url')}`;
+  const key = keyObject(secret);
+  return (node, nodeKey) => {
+    const signed = head + payloadTail(node, nodeKey);
+    return `${signed}.${createHmac('sha256', key).update(signed).digest('base64url')}`;
+  };
 }
 
 /**

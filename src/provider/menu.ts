@@ -153,6 +153,126 @@ function crossCheck(menus: unknown[], ctx: Parameters<typeof addRule>[0]): void 
   });
 }
 
+// ---------------------------------------------------------------------------------------
+// The same rules by hand, for the menus a server renders itself (one per call)
+
+const ITEM_KEYS = new Set(['introUrl', 'idleTimeoutMsec', 'dtmfActions']);
+const WEBHOOK_KEYS = new Set(['action', 'url', 'body', 'headers']);
+const GOTO_KEYS = new Set(['action', 'menu']);
+const ACTION_ONLY = new Set(['action']);
+const DTMF_KEY_SET: ReadonlySet<string> = new Set(DTMF_KEYS);
+const MENU_INDEX = /^(0|[1-9][0-9]*)$/;
+
+// Every tracking webhook of a call's menu has the same URL (dozens per call, thousands of
+// calls): one URL parse for each distinct URL, not one per webhook.
+const httpUrls = new Set<string>();
+
+function isKnownHttpUrl(value: unknown): boolean {
+  if (typeof value !== 'string') return false;
+  if (httpUrls.has(value)) return true;
+  if (!isHttpUrl(value)) return false;
+  if (httpUrls.size >= 256) httpUrls.clear();
+  httpUrls.add(value);
+  return true;
+}
+
+/** A plain object (as JSON gives) whose keys are all in `allowed`, none undefined. */
+function isPlainWith(
+  value: unknown,
+  allowed: ReadonlySet<string>,
+): value is Record<string, unknown> {
+  if (!isPlain(value)) return false;
+  for (const key in value) if (!allowed.has(key) || value[key] === undefined) return false;
+  return true;
+}
+
+// zod copies objects: one with another prototype or symbol keys would come out different
+function isPlain(value: unknown): value is Record<string, unknown> {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    Object.getPrototypeOf(value) === Object.prototype &&
+    Object.getOwnPropertySymbols(value).length === 0
+  );
+}
+
+/**
+ * A `z.record(z.string(), ...)` the schema returns unchanged: plain, with no own `__proto__`
+ * key (zod leaves it out of its copy) and no undefined value; `strings`: string values only.
+ */
+function isPlainRecord(value: unknown, strings: boolean): boolean {
+  if (!isPlain(value)) return false;
+  for (const key in value) {
+    const v = value[key];
+    if (key === '__proto__' || v === undefined || (strings && typeof v !== 'string')) return false;
+  }
+  return true;
+}
+
+function isMenuIndex(value: unknown, menus: number): boolean {
+  if (typeof value === 'number') return Number.isSafeInteger(value) && value >= 0 && value < menus;
+  return typeof value === 'string' && MENU_INDEX.test(value) && menuIndex(value) < menus;
+}
+
+function isAction(value: unknown, menus: number): boolean {
+  if (!isPlain(value)) return false;
+  switch (value.action) {
+    case 'hangup':
+      return isPlainWith(value, ACTION_ONLY);
+    case 'gotoMenu':
+      return isPlainWith(value, GOTO_KEYS) && isMenuIndex(value.menu, menus);
+    case 'webhook':
+      return (
+        isPlainWith(value, WEBHOOK_KEYS) &&
+        isKnownHttpUrl(value.url) &&
+        (value.body === undefined || isPlainRecord(value.body, false)) &&
+        (value.headers === undefined || isPlainRecord(value.headers, true))
+      );
+    default:
+      return false;
+  }
+}
+
+function isMenuItem(value: unknown, menus: number): boolean {
+  if (!isPlainWith(value, ITEM_KEYS)) return false;
+  const { introUrl, idleTimeoutMsec, dtmfActions } = value;
+  if (typeof introUrl !== 'string' || introUrl.length === 0) return false;
+  if (
+    idleTimeoutMsec !== undefined &&
+    !(Number.isSafeInteger(idleTimeoutMsec) && (idleTimeoutMsec as number) > 0)
+  )
+    return false;
+  if (!isPlain(dtmfActions)) return false;
+  for (const key in dtmfActions) {
+    const actions = dtmfActions[key];
+    if (!DTMF_KEY_SET.has(key) || !Array.isArray(actions) || actions.length === 0) return false;
+    for (let a = 0; a < actions.length; a++) {
+      if (!isAction(actions[a], menus)) return false;
+      // nothing after a hangup
+      if ((actions[a] as MenuAction).action === 'hangup' && a < actions.length - 1) return false;
+    }
+  }
+  return true;
+}
+
+/**
+ * A menu checked by hand against every rule of `SpeechMenu`, without zod's copy of it: a
+ * server renders one per call, dozens of actions each, and the schema's walk allocates
+ * several times the menu's own size. When this returns the menu, `SpeechMenu` accepts it and
+ * its output equals the input (so this returns the input itself); anything else, every menu
+ * that breaks a rule included, is undefined: left to the schema, which names the problem.
+ *
+ * @example
+ * parseSpeechMenuFast(menu) ?? SpeechMenu.parse(menu)
+ */
+export function parseSpeechMenuFast(input: unknown): SpeechMenu | undefined {
+  if (!Array.isArray(input) || input.length === 0) return undefined;
+  for (let m = 0; m < input.length; m++) {
+    if (!isMenuItem(input[m], input.length)) return undefined;
+  }
+  return input as SpeechMenu;
+}
+
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
