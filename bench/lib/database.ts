@@ -53,6 +53,15 @@ export async function createBenchDatabase(adminUrl: string): Promise<BenchDataba
 const PHONE_SQL = `'+38050' || lpad(((i::bigint * 7919) % 10000000)::text, 7, '0')`;
 
 /**
+ * A UUIDv7 for row `i`, as the API makes them (src/ids.ts): the millisecond, then `i`'s low
+ * bits and randomness. Time-ordered ids put each insert at the right edge of the primary key;
+ * random ones (gen_random_uuid) would make every later update and index insert of the bench
+ * land on a random page, which is not what Switchboard's own rows do.
+ */
+const UUIDV7_SQL = `(lpad(to_hex(floor(extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0')
+  || '7' || lpad(to_hex(i % 4096), 3, '0') || '8' || substr(md5(random()::text), 1, 15))::uuid`;
+
+/**
  * Messages as the API would have stored them (status, payload, first timeline event); with
  * `outbox`, queued for the dispatcher. Their customerMessageIds are `prefix` + 1..count.
  */
@@ -80,7 +89,7 @@ export async function seedMessages(
         `with m as (
            insert into messages (id, customer_message_id, provider_message_id, type, "from", "to",
                                  payload, status, parts, created_at, updated_at)
-           select gen_random_uuid(), $1 || i,
+           select ${UUIDV7_SQL}, $1 || i,
                   case when $3 = 'queued' then null else 'pm-' || $1 || i end,
                   'sms', 'Bench', ${PHONE_SQL},
                   jsonb_build_object('from', 'Bench', 'to', ${PHONE_SQL}, 'type', 'sms',

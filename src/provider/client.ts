@@ -134,6 +134,17 @@ export interface ProviderClient {
     messages: readonly string[],
     opts?: { signal?: AbortSignal },
   ): Promise<NormalisedMessagelistResponse[]>;
+  /**
+   * `sendMessagelistJson` for `count` messages whose JSON texts are already joined with
+   * commas (as Postgres's `string_agg` gives them): one request when they fit one, with no
+   * per-message work at all; more are split (parsed and serialised again) as
+   * `sendMessagelist` would.
+   */
+  sendMessagelistText(
+    list: string,
+    count: number,
+    opts?: { signal?: AbortSignal },
+  ): Promise<NormalisedMessagelistResponse[]>;
   getMessage(messageId: string, opts?: { signal?: AbortSignal }): Promise<MessageStatus>;
   readonly limiter: RateLimiter;
   readonly transport: Transport;
@@ -219,6 +230,30 @@ export function createProviderClient(
     return results.map((r) => r.response as NormalisedMessagelistResponse);
   }
 
+  async function sendMessagelistJson(
+    messages: readonly string[],
+    o: { signal?: AbortSignal } = {},
+  ): Promise<NormalisedMessagelistResponse[]> {
+    if (o.signal?.aborted) throw o.signal.reason;
+    const chunks = chunk(messages, perRequest);
+    const settled = await settle(chunks, (c) =>
+      sendChunk({ jsonText: `{"messages":[${c.join(',')}]}` }, o.signal),
+    );
+    if (o.signal?.aborted) throw o.signal.reason;
+    if (settled.every((s) => s.response)) {
+      return settled.map((s) => s.response as NormalisedMessagelistResponse);
+    }
+    // a failure names the messages of each chunk: parsed only then
+    return allOrThrow(
+      settled.map(
+        (s, i): ChunkResult => ({
+          messages: (chunks[i] ?? []).map((m) => JSON.parse(m) as Message),
+          ...s,
+        }),
+      ),
+    );
+  }
+
   return {
     limiter,
     transport,
@@ -229,25 +264,21 @@ export function createProviderClient(
       if (o.signal?.aborted) throw o.signal.reason;
       return allOrThrow(results);
     },
-    async sendMessagelistJson(messages, o = {}) {
-      if (o.signal?.aborted) throw o.signal.reason;
-      const chunks = chunk(messages, perRequest);
-      const settled = await settle(chunks, (c) =>
-        sendChunk({ jsonText: `{"messages":[${c.join(',')}]}` }, o.signal),
-      );
-      if (o.signal?.aborted) throw o.signal.reason;
-      if (settled.every((s) => s.response)) {
-        return settled.map((s) => s.response as NormalisedMessagelistResponse);
+    sendMessagelistJson,
+    async sendMessagelistText(list, count, o = {}) {
+      if (count > perRequest) {
+        const texts = (JSON.parse(`[${list}]`) as unknown[]).map((m) => JSON.stringify(m));
+        return sendMessagelistJson(texts, o);
       }
-      // a failure names the messages of each chunk: parsed only then
-      return allOrThrow(
-        settled.map(
-          (s, i): ChunkResult => ({
-            messages: (chunks[i] ?? []).map((m) => JSON.parse(m) as Message),
-            ...s,
-          }),
-        ),
+      if (o.signal?.aborted) throw o.signal.reason;
+      if (count === 0) return [];
+      const [settled] = await settle([[list]], (c) =>
+        sendChunk({ jsonText: `{"messages":[${c[0]}]}` }, o.signal),
       );
+      if (o.signal?.aborted) throw o.signal.reason;
+      if (settled?.response) return [settled.response];
+      // one chunk: its failure is the error (allOrThrow would throw it as it is)
+      throw settled?.error ?? new ProviderError('network', 'no answer');
     },
     async getMessage(messageId, o = {}) {
       const res = await transport.request({

@@ -217,19 +217,24 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
   const { scheduler, sender, scripts, random } = deps;
   let messages = new Map<string, SandboxMessage>();
   let byCustomerId = new Map<string, string>();
-  // What each message was accepted as (and the raw input, to tell an explicit ttl from the
-  // default that validation fills in), and its primary. Held by the record itself, so a
-  // lifecycle still finishes after the store has forgotten the message.
+  // What each message was accepted as (and the raw input, to tell a fallback's explicit ttl
+  // from the default that validation fills in), and its primary. Held by the record itself,
+  // so a lifecycle still finishes after the store has forgotten the message. Kept only for
+  // the messages that need it later (a speech call's menu, fallbacks to send): not for most,
+  // since every entry is work for the garbage collector for as long as the message lives.
   const originals = new WeakMap<
     SandboxMessage,
-    { message: AnyMessage; raw: unknown; explicitDeadline: boolean; primary: SandboxMessage }
+    { message: AnyMessage; raw: unknown; primary: SandboxMessage }
   >();
   let nextMessagelistId = 1001;
   const liveKeys = new WeakMap<SandboxMessage, LiveKeys>();
 
   // The messages of one request share their times: one-entry memos spare most of the
-  // conversions (same results, so the same records).
-  const iso = memo((ms: number) => new Date(ms).toISOString());
+  // conversions (same results, so the same records). A memo each for the times of steps and
+  // for deadlines, which alternate per message and would miss in a shared one.
+  const toIso = (ms: number) => new Date(ms).toISOString();
+  const iso = memo(toIso);
+  const isoDeadline = memo(toIso);
   const parseDispatchAt = memo(Date.parse);
   const parseExpiresAt = memo(Date.parse);
   const terminal = (m: SandboxMessage) => m.status === 'failed' || m.status === 'expired';
@@ -302,10 +307,13 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
     scheduler.at(at, () => (terminal(m) ? undefined : step()));
   }
 
-  function dispatch(m: SandboxMessage, reason: string | undefined): void {
+  function dispatch(
+    m: SandboxMessage,
+    reason: string | undefined,
+    explicitDeadline: boolean,
+  ): void {
     const t = deps.timings();
     const start = parseDispatchAt(m.dispatchAt);
-    const explicitDeadline = originals.get(m)?.explicitDeadline ?? false;
     stepAt(m, start + t.sentAfterMs, async () => {
       await setStatus(m, 'sent', start + t.sentAfterMs);
       switch (m.outcome) {
@@ -480,37 +488,38 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
     const script = scripts.take(message.to);
     const outcome: Outcome = script?.outcome ?? (isViber(message.type) ? 'read' : 'delivered');
     const messageId = randomUUID();
+    const acceptedAt = iso(now);
     const m: SandboxMessage = {
       messageId,
       messagelistId: opts.messagelistId,
-      ...(opts.parent
-        ? {
-            parentMessageId: opts.parent.messageId,
-            fallbackIndex: opts.fallbackIndex ?? 0,
-            ...(opts.parent.customerMessageId !== undefined && {
-              customerMessageId: opts.parent.customerMessageId,
-            }),
-            ...(message.customerMessageId !== undefined && {
-              ownCustomerMessageId: message.customerMessageId,
-            }),
-          }
-        : message.customerMessageId !== undefined && {
-            customerMessageId: message.customerMessageId,
-          }),
       type: message.type,
       from: message.from,
       to: normalizeNumber(message.to),
-      ...((opts.text ?? message.text) !== undefined && { text: opts.text ?? message.text }),
       parts: opts.parts,
       status: 'accepted',
-      history: [{ status: 'accepted', at: iso(now) }],
-      acceptedAt: iso(now),
+      history: [{ status: 'accepted', at: acceptedAt }],
+      acceptedAt,
       dispatchAt: iso(dispatchAt),
-      expiresAt: iso(deadlineOf(message, dispatchAt)),
+      expiresAt: isoDeadline(deadlineOf(message, dispatchAt)),
       outcome,
       scripted: script !== undefined,
       fallbacks: [],
     };
+    // the optional fields only when there is something to say (assigned rather than spread
+    // in: this runs for every message)
+    const parent = opts.parent;
+    if (parent !== undefined) {
+      m.parentMessageId = parent.messageId;
+      m.fallbackIndex = opts.fallbackIndex ?? 0;
+      if (parent.customerMessageId !== undefined) m.customerMessageId = parent.customerMessageId;
+      if (message.customerMessageId !== undefined) {
+        m.ownCustomerMessageId = message.customerMessageId;
+      }
+    } else if (message.customerMessageId !== undefined) {
+      m.customerMessageId = message.customerMessageId;
+    }
+    const text = opts.text ?? message.text;
+    if (text !== undefined) m.text = text;
     if (message.type === 'speechcall') {
       m.keys = script?.keys ?? [];
       m.call = {
@@ -527,18 +536,18 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
     }
     messages.set(messageId, m);
     forgetOldest();
-    originals.set(m, {
-      message,
-      raw,
-      primary: opts.parent ?? m,
-      explicitDeadline: field(raw, 'dtExpire') !== undefined || field(raw, 'ttl') !== undefined,
-    });
+    const fallbacks = 'fallbacks' in message ? message.fallbacks : undefined;
+    if (parent !== undefined || message.type === 'speechcall' || (fallbacks?.length ?? 0) > 0) {
+      originals.set(m, { message, raw, primary: parent ?? m });
+    }
     const deadline = parseExpiresAt(m.expiresAt);
     if (deadline <= dispatchAt) {
       // dtSend at or after the deadline: it can never go out.
       scheduler.at(dispatchAt, () => (terminal(m) ? undefined : expire(m, dispatchAt)));
     } else {
-      dispatch(m, script?.reason);
+      const explicitDeadline =
+        field(raw, 'dtExpire') !== undefined || field(raw, 'ttl') !== undefined;
+      dispatch(m, script?.reason, explicitDeadline);
     }
     return m;
   }
@@ -578,21 +587,22 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
     submit(inputs) {
       const messagelistId = nextMessagelistId++;
       const now = new Date(scheduler.now());
-      const items = inputs.map((raw, i): SubmitItem => {
-        const to = stringField(raw, 'to');
-        const customerMessageId = stringField(raw, 'customerMessageId');
-        const echo = {
-          ...(to !== undefined && { to }),
-          ...(customerMessageId !== undefined && { customerMessageId }),
-        };
-        const result = validateMessage(raw, {
-          now,
-          ...(deps.maxSmsParts !== undefined && { maxSmsParts: deps.maxSmsParts }),
-        });
+      const validation = {
+        now,
+        ...(deps.maxSmsParts !== undefined && { maxSmsParts: deps.maxSmsParts }),
+      };
+      // a plain loop: it runs for each of up to 5000 messages
+      const items: SubmitItem[] = new Array(inputs.length);
+      for (let i = 0; i < inputs.length; i++) {
+        const raw = inputs[i];
+        const result = validateMessage(raw, validation);
         if (!result.ok) {
-          return {
+          const to = stringField(raw, 'to');
+          const customerMessageId = stringField(raw, 'customerMessageId');
+          items[i] = {
             status: 'rejected',
-            ...echo,
+            ...(to !== undefined && { to }),
+            ...(customerMessageId !== undefined && { customerMessageId }),
             error: {
               ...result.error,
               details: result.error.details.map((d) => ({
@@ -601,15 +611,20 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
               })),
             },
           };
+          continue;
         }
         const message = result.message;
+        // the echo is of the request's own words (validation may rewrite them)
+        const to = stringField(raw, 'to');
+        const customerMessageId = stringField(raw, 'customerMessageId');
         if (message.customerMessageId !== undefined) {
           const existing = byCustomerId.get(message.customerMessageId);
           if (existing !== undefined) {
             const text = `customerMessageId "${message.customerMessageId}" was already used by message ${existing}`;
-            return {
+            items[i] = {
               status: 'rejected',
-              ...echo,
+              ...(to !== undefined && { to }),
+              ...(customerMessageId !== undefined && { customerMessageId }),
               error: {
                 code: 'DUPLICATE_CUSTOMER_MESSAGE_ID',
                 message: text,
@@ -623,6 +638,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
               },
               existingMessageId: existing,
             };
+            continue;
           }
         }
         const code =
@@ -635,15 +651,16 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
         if (message.customerMessageId !== undefined) {
           byCustomerId.set(message.customerMessageId, m.messageId);
         }
-        return {
+        const item: SubmitItem = {
           messageId: m.messageId,
           status: 'accepted',
           parts: m.parts,
-          ...echo,
           to: message.to,
-          ...(code !== undefined && { text: code }),
         };
-      });
+        if (customerMessageId !== undefined) item.customerMessageId = customerMessageId;
+        if (code !== undefined) item.text = code;
+        items[i] = item;
+      }
       return { messagelistId, messages: items };
     },
     get: (id) => messages.get(id),

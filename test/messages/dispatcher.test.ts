@@ -100,6 +100,22 @@ describeEachEngine('dispatcher', (ctx) => {
     });
     expect(new Set(lists).size).toBe(4);
     expect([...lists].sort((a, b) => a - b)).toEqual(lists);
+    // the budget counts the JSON that is sent, not Postgres's (compressed, binary) jsonb size
+    const three = await submit(3);
+    const size = async (cmid: string) => {
+      const [row] = rowsOf<{ n: number }>(
+        await ctx
+          .database()
+          .db.execute(
+            sql`select octet_length(payload::text) as n from messages where customer_message_id = ${cmid}`,
+          ),
+      );
+      return Number(row!.n);
+    };
+    const sizes = [await size(three[0]!), await size(three[1]!)];
+    const budget = sizes[0]! + sizes[1]!;
+    expect(await dispatchOnce(deps(), { maxBytes: budget })).toMatchObject({ claimed: 2 });
+    expect(await dispatchOnce(deps(), { maxBytes: budget })).toMatchObject({ claimed: 1 });
     // with the default budget the same four go in one list
     const more = await submit(4);
     expect(await dispatchOnce(deps())).toMatchObject({ claimed: 4, accepted: 4, full: false });
@@ -134,6 +150,36 @@ describeEachEngine('dispatcher', (ctx) => {
         v.providerMessageId,
       );
     }
+  });
+
+  it('matches answers out of order by customerMessageId; one left out is rejected', async () => {
+    const cmids = await submit(4);
+    // the provider answers in reverse order, and says nothing about the first message
+    const shuffling: MessagelistSender = {
+      async sendMessagelist(messages) {
+        const [response] = await client.sendMessagelist(messages);
+        const answered = response!.messages.filter((m) => m.customerMessageId !== cmids[0]);
+        return [{ ...response!, messages: answered.reverse() }];
+      },
+    };
+    const result = await dispatchOnce(deps(shuffling));
+    expect(result).toMatchObject({ accepted: 3, rejected: 1 });
+    const first = await getMessage(ctx.database().db, cmids[0]!);
+    expect(first.status).toBe('rejected');
+    expect(first.timeline.find((e) => e.source === 'dispatch')?.detail).toEqual({
+      error: { code: 'NO_ANSWER', message: 'the provider answered without this message' },
+    });
+    for (const cmid of cmids.slice(1)) {
+      const v = await getMessage(ctx.database().db, cmid);
+      const sent = sandbox.messages.list({ customerMessageId: cmid })[0]!;
+      expect(v).toMatchObject({ status: 'accepted', providerMessageId: sent.messageId, parts: 1 });
+      expect(v.timeline.find((e) => e.source === 'dispatch')?.detail).toEqual({
+        messageId: sent.messageId,
+        messagelistId: sent.messagelistId,
+        parts: 1,
+      });
+    }
+    expect(await outboxCount()).toBe(0);
   });
 
   it('puts a failed send back with a backoff, and gives up after the last attempt', async () => {

@@ -208,6 +208,43 @@ describe('messagelists', () => {
     expect(await client.sendMessagelistJson([])).toEqual([]);
   });
 
+  it('sends messages joined as one text in one request, or split when they need more', async () => {
+    const bodies: string[] = [];
+    const p = smsProvider();
+    const app = new Hono();
+    app.use('/bat/messagelist', async (c, next) => {
+      bodies.push(await c.req.raw.clone().text());
+      await next();
+    });
+    app.route('/', p.app);
+    const client = createProviderClient({ baseUrl: await start(app), auth: { apiKey: 'k' } });
+    const stored = many(5001).map(
+      (m) =>
+        `{"to": "${m.to}", "from": "${m.from}", "text": "${m.text}", "type": "sms", "customerMessageId": "${m.customerMessageId}"}`,
+    );
+    const list = stored.slice(0, 5000).join(',');
+    const [one, ...none] = await client.sendMessagelistText(list, 5000);
+    expect(none).toEqual([]);
+    expect(bodies).toEqual([`{"messages":[${list}]}`]);
+    expect(one?.messages.length).toBe(5000);
+    bodies.length = 0;
+    const split = await client.sendMessagelistText(stored.join(','), 5001);
+    expect(split.map((r) => r.messages.length)).toEqual([5000, 1]);
+    expect(bodies.length).toBe(2);
+    expect(await client.sendMessagelistText('', 0)).toEqual([]);
+  });
+
+  it('a failed send of joined messages throws the provider error', async () => {
+    const app = new Hono();
+    app.post('/bat/messagelist', (c) =>
+      c.json({ error: 'bad_request', message: 'broken list', status: 400 }, 400),
+    );
+    const client = createProviderClient({ baseUrl: await start(app), auth: { apiKey: 'k' } });
+    await expect(
+      client.sendMessagelistText([sms(1), sms(2)].map((m) => JSON.stringify(m)).join(','), 2),
+    ).rejects.toMatchObject({ name: 'ProviderError', kind: 'bad_request' });
+  });
+
   it('a failed chunk of serialised messages names the messages, parsed', async () => {
     const app = new Hono();
     app.post('/bat/messagelist', (c) =>

@@ -75,6 +75,46 @@ describe('scheduler', () => {
     await clock.advance(20);
     expect(seen).toEqual(['new']);
   });
+
+  test('on the real clock, tasks due at one millisecond share a timer and run in order', async () => {
+    const clock = createRealClock();
+    const scheduled: number[] = [];
+    const schedule = clock.schedule.bind(clock);
+    clock.schedule = (at, task) => {
+      scheduled.push(at);
+      return schedule(at, task);
+    };
+    const scheduler = new Scheduler(clock);
+    const at = clock.now() + 5;
+    const seen: string[] = [];
+    let settled = false;
+    scheduler.at(at, () => void seen.push('a'));
+    scheduler.at(at, () => {
+      throw new Error('a failing task stops no other');
+    });
+    scheduler.at(at, async () => {
+      await new Promise((r) => setTimeout(r, 5));
+      settled = true;
+    });
+    scheduler.at(at + 1, () => void seen.push('c'));
+    scheduler.at(at, () => void seen.push('b'));
+    expect(scheduled).toEqual([at, at + 1]);
+    await new Promise((r) => setTimeout(r, 30));
+    await clock.settled();
+    expect(seen).toEqual(['a', 'b', 'c']);
+    expect(settled).toBe(true);
+  });
+
+  test('on the real clock, cancelAll drops grouped tasks, and later ones group anew', async () => {
+    const scheduler = new Scheduler(createRealClock());
+    const at = scheduler.now() + 5;
+    const seen: string[] = [];
+    scheduler.at(at, () => void seen.push('old'));
+    scheduler.cancelAll();
+    scheduler.at(at, () => void seen.push('new'));
+    await new Promise((r) => setTimeout(r, 30));
+    expect(seen).toEqual(['new']);
+  });
 });
 
 describe('real clock', () => {
