@@ -10,6 +10,7 @@
  */
 import { type BenchContext, round, sleep } from './context.ts';
 import { type LoadResult, runLoad } from './lib/load.ts';
+import { type CpuUse, cpuMeter } from './lib/metrics.ts';
 
 export type SpeechBench =
   | { measured: false; reason: string }
@@ -17,6 +18,8 @@ export type SpeechBench =
       measured: true;
       calls: number;
       load: LoadResult;
+      /** CPU of the server and of Postgres over the measured load, per webhook answered */
+      cpu: CpuUse;
       /** follow-up messages stored for the measured calls */
       followUps: number;
     };
@@ -143,6 +146,7 @@ export async function benchSpeech(ctx: BenchContext): Promise<SpeechBench> {
     request: (i) => ({ path: '/hooks/speechcall', ...warmHooks[i % warmHooks.length]! }),
   });
   ctx.log(`(c) ${RATE} webhooks/s offered`);
+  const meter = await cpuMeter(ctx.server.pid, ctx.db);
   const load = await runLoad({
     url: ctx.server.url,
     seconds: ctx.seconds,
@@ -150,12 +154,14 @@ export async function benchSpeech(ctx: BenchContext): Promise<SpeechBench> {
     rate: RATE,
     request: (i) => ({ path: '/hooks/speechcall', ...hooks[i % hooks.length]! }),
   });
+  const cpu = await meter.stop(load.requests);
   await sleep(500);
   const followUps = (await countFollowUps(ctx)) - followUpsBefore;
   return {
     measured: true,
     calls: ids.length,
     load: { ...load, p50: round(load.p50), p99: round(load.p99) },
+    cpu,
     followUps,
   };
 }

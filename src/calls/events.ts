@@ -16,12 +16,15 @@ import {
   applyKey,
   applyStatus,
   applyTimer,
+  type CallRowJson,
   CallWrites,
+  executePrepared,
   type KeyResult,
   type LockedCall,
   lockCall,
-  lockCalls,
+  lockedCalls,
   type RuntimeDeps,
+  readHeld,
 } from './runtime.ts';
 
 export interface EventDeps extends RuntimeDeps {
@@ -99,27 +102,13 @@ async function ingestVerified(
     const keys = items.map((i) => dedupKey('speechcall', i.raw.body));
     const firsts = new Map<string, Verified>();
     for (const [n, item] of items.entries()) if (!firsts.has(keys[n]!)) firsts.set(keys[n]!, item);
-    const stored = await tx
-      .insert(inbox)
-      .values(
-        [...firsts.keys()].sort().map((dedup) => {
-          const { raw } = firsts.get(dedup)!;
-          return {
-            kind: 'speechcall',
-            dedupKey: dedup,
-            contentType: raw.contentType == null ? null : storable(raw.contentType),
-            body: storable(raw.body),
-            receivedAt: writes.now,
-          };
-        }),
-      )
-      .onConflictDoNothing({ target: inbox.dedupKey })
-      .returning({ id: inbox.id, key: inbox.dedupKey });
-    const inboxIds = new Map(stored.map((r) => [firsts.get(r.key)!, r.id]));
-    const locked = await lockCalls(
-      tx,
-      items.filter((i) => inboxIds.has(i)).map((i) => i.callId),
-    );
+    // both statements sent at once: the held webhooks are read after the locks are taken
+    const [{ inserted, calls }, held] = await Promise.all([
+      storeAndLock(tx, firsts, writes.now),
+      readHeld(tx, [...new Set([...firsts.values()].map((i) => i.callId))]),
+    ]);
+    const inboxIds = new Map(inserted.map((r) => [firsts.get(r.key)!, Number(r.id)]));
+    const locked = await lockedCalls(tx, calls, held);
     const forget: number[] = [];
     const answers: (WebhookResult | AppError)[] = [];
     for (const item of items) {
@@ -153,10 +142,70 @@ async function ingestVerified(
 }
 
 /**
+ * One round trip: the raw bodies inserted (a key stored before is skipped), and the calls
+ * of those inserted locked, in id order (the lock order of every path that locks several),
+ * with the provider's id of each call's message. Rows travel as one JSON parameter, so the
+ * text is the same whatever the batch's size. The locks follow the insert (the calls to
+ * lock are read from what it returned): a batch never holds a call while it waits for
+ * another batch's copy of a body.
+ */
+async function storeAndLock(
+  tx: Tx,
+  firsts: Map<string, Verified>,
+  now: Date,
+): Promise<{ inserted: { id: number | string; key: string }[]; calls: CallRowJson[] }> {
+  const bodies = [...firsts.keys()].sort().map((key) => {
+    const { raw, callId } = firsts.get(key)!;
+    return {
+      key,
+      content_type: raw.contentType == null ? null : storable(raw.contentType),
+      body: storable(raw.body),
+      call_id: callId,
+    };
+  });
+  const [row] = await executePrepared<{ result: string | StoreAndLockJson }>(
+    tx,
+    sql`
+      with v as materialized (
+        select * from jsonb_to_recordset(${JSON.stringify(bodies)}::jsonb)
+          as v(key text, content_type text, body text, call_id uuid)),
+      ins as (
+        insert into inbox (kind, dedup_key, content_type, body, received_at)
+        select 'speechcall', v.key, v.content_type, v.body, ${now.toISOString()}::timestamptz
+        from v
+        order by v.key
+        on conflict (dedup_key) do nothing
+        returning id, dedup_key),
+      locked as (
+        select c.*, m.provider_message_id
+        from calls c left join messages m on m.id = c.message_id
+        -- any(array(...)): an index lookup, not a scan of the whole table (see CallWrites.flush)
+        where c.id = any(array(select v.call_id from ins join v on v.key = ins.dedup_key))
+        order by c.id
+        for update of c)
+      select json_build_object(
+        'inserted', coalesce((select json_agg(json_build_object('id', id, 'key', dedup_key)) from ins), '[]'),
+        'calls', coalesce((select json_agg(l order by l.id) from locked l), '[]')) as result`,
+  );
+  return typeof row!.result === 'string' ? JSON.parse(row!.result) : row!.result;
+}
+
+interface StoreAndLockJson {
+  inserted: { id: number | string; key: string }[];
+  calls: CallRowJson[];
+}
+
+/**
  * Group commit, as for delivery callbacks (db/group-commit.ts): webhooks that arrive while a
  * transaction is in flight share the next one; each is answered after its commit.
+ *
+ * One transaction at a time: a transaction costs about as much CPU (round trips, commit,
+ * statement start-up, in Postgres and here) as a few webhooks do, so batches should be as
+ * large as the arrival rate makes them. A second one in flight would start with the few
+ * webhooks that came meanwhile and then wait anyway, for the flow's statistics rows that
+ * the first one holds until its commit.
  */
-function createSpeechBatcher(deps: EventDeps, maxBatch = 100, concurrency = 2) {
+function createSpeechBatcher(deps: EventDeps, maxBatch = 100, concurrency = 1) {
   const ingest = async (items: Verified[]) => {
     const { answers, queued } = await ingestVerified(deps, items);
     if (queued > 0) deps.onQueued?.();

@@ -6,22 +6,20 @@
  * statistics commit together or not at all.
  *
  * The machines run in memory; what they write is collected in a `CallWrites` and written by
- * its `flush` in a few set-based statements, before the transaction commits. A batch of
- * webhooks (events.ts) shares one `CallWrites`, so its statements, not each webhook, pay the
+ * its `flush` in one set-based statement, before the transaction commits. A batch of
+ * webhooks (events.ts) shares one `CallWrites`, so its statement, not each webhook, pays the
  * round trips.
  */
-import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import { and, asc, eq, type SQL, sql } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
 import type { Clock } from '../clock.ts';
-import type { Tx } from '../db/client.ts';
+import { rowsOf, type Tx } from '../db/client.ts';
 import {
   type CallRow,
-  callEvents,
+  type callEvents,
   calls,
-  callTimers,
-  flowStats,
   flowVersions,
   heldWebhooks,
-  messages,
 } from '../db/schema/index.ts';
 import {
   type CompiledFlow,
@@ -33,8 +31,22 @@ import {
   restoreFlowSnapshot,
   stepFlow,
 } from '../flows/index.ts';
-import { type PreparedMessage, prepareMessages, storeMessages } from '../messages/submit.ts';
+import { messageInserts, type PreparedMessage, prepareMessages } from '../messages/submit.ts';
 import type { FlowRegistry } from './registry.ts';
+
+const dialect = new PgDialect();
+
+/**
+ * Runs a statement as a prepared one (with a name, drizzle asks postgres.js to prepare it;
+ * postgres.js keeps one per text and connection): Postgres parses and plans the webhook
+ * path's few large statements once per connection, not on every batch, as it does for
+ * drizzle's unnamed `execute`. For statements whose text depends on the rows only through
+ * their JSON parameters. Rows as the driver gives them.
+ */
+export async function executePrepared<T>(tx: Tx, query: SQL): Promise<T[]> {
+  const prepared = tx._.session.prepareQuery(dialect.sqlToQuery(query), undefined, 'calls', false);
+  return rowsOf<T>(await prepared.execute());
+}
 
 export interface RuntimeDeps {
   clock: Clock;
@@ -99,34 +111,102 @@ export async function lockCall(tx: Tx, callId: string): Promise<LockedCall | und
   return { row, compiled: await compiledVersion(tx, row.flowId, row.flowVersion) };
 }
 
+/** A calls row as `to_json` writes it (snake_case, timestamps as ISO text). */
+export interface CallRowJson {
+  id: string;
+  flow_id: string;
+  flow_version: string;
+  to: string;
+  from: string;
+  lang: string;
+  vars: unknown;
+  state: string;
+  outcome: string | null;
+  snapshot: unknown;
+  message_id: string;
+  ended_at: string | null;
+  created_at: string;
+  updated_at: string;
+  /** the provider's id of the call's message, when the statement joined it */
+  provider_message_id?: string | null;
+}
+
 /**
- * Locks many calls at once, in id order (the lock order of every path that locks several),
- * with the provider's id of each call's message and its held webhooks. The held webhooks are
- * read by a statement of their own, after the locks: only then does it see what the
- * transaction that held a lock before us committed.
+ * Calls read (and locked) by raw SQL as JSON, with their pinned flows and their held
+ * webhooks (`readHeld`): the statement that locks them is the caller's (events.ts locks
+ * with the inbox insert, in one round trip). Rows in lock order.
  */
-export async function lockCalls(tx: Tx, callIds: string[]): Promise<Map<string, LockedCall>> {
+export async function lockedCalls(
+  tx: Tx,
+  rows: CallRowJson[],
+  held: HeldWebhook[],
+): Promise<Map<string, LockedCall>> {
   const out = new Map<string, LockedCall>();
-  if (callIds.length === 0) return out;
-  const rows = await tx
-    .select({ row: calls, providerMessageId: messages.providerMessageId })
-    .from(calls)
-    .leftJoin(messages, eq(messages.id, calls.messageId))
-    .where(inArray(calls.id, [...new Set(callIds)]))
-    .orderBy(asc(calls.id))
-    .for('update', { of: calls });
-  for (const { row, providerMessageId } of rows) {
+  for (const j of rows) {
+    const row: CallRow = {
+      id: j.id,
+      flowId: j.flow_id,
+      flowVersion: j.flow_version,
+      to: j.to,
+      from: j.from,
+      lang: j.lang,
+      vars: j.vars,
+      state: j.state,
+      outcome: j.outcome,
+      snapshot: j.snapshot,
+      messageId: j.message_id,
+      endedAt: j.ended_at === null ? null : new Date(j.ended_at),
+      createdAt: new Date(j.created_at),
+      updatedAt: new Date(j.updated_at),
+    };
     const compiled = await compiledVersion(tx, row.flowId, row.flowVersion);
-    out.set(row.id, { row, compiled, providerMessageId, held: [] });
+    const mine = held.filter((h) => h.callId === row.id);
+    out.set(row.id, {
+      row,
+      compiled,
+      providerMessageId: j.provider_message_id ?? null,
+      held: mine,
+    });
   }
-  if (out.size === 0) return out;
-  const held = await tx
-    .select()
-    .from(heldWebhooks)
-    .where(inArray(heldWebhooks.callId, [...out.keys()]))
-    .orderBy(asc(heldWebhooks.id));
-  for (const h of held) out.get(h.callId)!.held!.push(h);
   return out;
+}
+
+/**
+ * The held webhooks of calls, in arrival order. It must run after the statement that locks
+ * the calls, in the same transaction: only then does it see what the transaction that held
+ * a lock before us committed. Sent right after that statement, without waiting for its
+ * answer, it costs no round trip of its own (the driver pipelines the two; Postgres runs
+ * them in order). Rows of calls that did not get locked are to be ignored.
+ */
+export async function readHeld(tx: Tx, callIds: string[]): Promise<HeldWebhook[]> {
+  if (callIds.length === 0) return [];
+  const [row] = await executePrepared<{ held: string | HeldJson[] }>(
+    tx,
+    sql`
+      select coalesce(json_agg(json_build_object('id', h.id, 'callId', h.call_id,
+        'inboxId', h.inbox_id, 'node', h.node, 'key', h.key, 'receivedAt', h.received_at)
+        order by h.id), '[]') as held
+      from held_webhooks h
+      where h.call_id = any(string_to_array(${callIds.join(',')}, ',')::uuid[])`,
+  );
+  const held: HeldJson[] = typeof row!.held === 'string' ? JSON.parse(row!.held) : row!.held;
+  return held.map((h) => ({
+    id: Number(h.id),
+    callId: h.callId,
+    inboxId: Number(h.inboxId),
+    node: h.node,
+    key: h.key,
+    receivedAt: new Date(h.receivedAt),
+  }));
+}
+
+interface HeldJson {
+  id: number | string;
+  callId: string;
+  inboxId: number | string;
+  node: string;
+  key: string;
+  receivedAt: string;
 }
 
 type StatEntry = { metric: string; subject: string; key?: string };
@@ -137,26 +217,30 @@ type StatCounts = Map<
   { flowId: string; metric: string; subject: string; key: string; n: number }
 >;
 
-/** Adds to the flows' aggregate counters, in key order (so that concurrent upserts queue). */
-async function upsertStats(tx: Tx, counts: StatCounts): Promise<void> {
-  if (counts.size === 0) return;
-  const rows = [...counts.entries()]
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([, m]) => ({
-      flowId: m.flowId,
-      metric: m.metric,
-      subject: m.subject,
-      key: m.key,
-      count: m.n,
-    }));
-  await tx
-    .insert(flowStats)
-    .values(rows)
-    .onConflictDoUpdate({
-      target: [flowStats.flowId, flowStats.metric, flowStats.subject, flowStats.key],
-      set: { count: sql`${flowStats.count} + excluded.count` },
-    });
+/** The counts as `flowStatsUpsert` reads them, in key order (so that concurrent upserts queue). */
+function statRows(counts: StatCounts): string {
+  return JSON.stringify(
+    [...counts.entries()]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([, m], n) => ({
+        n,
+        flow_id: m.flowId,
+        metric: m.metric,
+        subject: m.subject,
+        key: m.key,
+        count: m.n,
+      })),
+  );
 }
+
+/** Adds to the flows' aggregate counters: a statement, or a CTE named `stats`. */
+const flowStatsUpsert = (rows: string) => sql`
+  insert into flow_stats (flow_id, metric, subject, key, count)
+  select v.flow_id, v.metric, v.subject, v.key, v.count
+  from jsonb_to_recordset(${rows}::jsonb)
+    as v(n int, flow_id text, metric text, subject text, key text, count bigint)
+  order by v.n
+  on conflict (flow_id, metric, subject, key) do update set count = flow_stats.count + excluded.count`;
 
 function countStats(into: StatCounts, flowId: string, entries: StatEntry[]): void {
   for (const e of entries) {
@@ -172,15 +256,15 @@ function countStats(into: StatCounts, flowId: string, entries: StatEntry[]): voi
 export async function bumpStats(tx: Tx, flowId: string, entries: StatEntry[]): Promise<void> {
   const counts: StatCounts = new Map();
   countStats(counts, flowId, entries);
-  await upsertStats(tx, counts);
+  if (counts.size > 0) await tx.execute(flowStatsUpsert(statRows(counts)));
 }
 
 /**
  * What the transitions of one transaction write, collected in memory and written by `flush`
  * (which the transaction must call before it commits): follow-up messages with their events
  * and outbox rows, call events in the order they happened, held webhooks, timers, the calls'
- * new snapshots, and the statistics (last: their rows are the ones every call of a flow
- * updates, so they are held locked for the shortest time).
+ * new snapshots, and the statistics (their rows are the ones every call of a flow updates:
+ * written at the end of the transaction, in key order, so concurrent ones queue for them).
  */
 export class CallWrites {
   /** how many follow-ups the flush queued (known after it) */
@@ -188,7 +272,7 @@ export class CallWrites {
   private readonly events: CallEventRow[] = [];
   private readonly followUps: {
     prepared: PreparedMessage;
-    detail: Record<string, unknown>;
+    event: CallEventRow & { detail: Record<string, unknown> };
   }[] = [];
   private readonly stats: StatCounts = new Map();
   /** per call: every timer dropped first (`all`), then each named one set or dropped (null) */
@@ -210,7 +294,7 @@ export class CallWrites {
 
   followUp(prepared: PreparedMessage, event: CallEventRow & { detail: Record<string, unknown> }) {
     this.events.push(event);
-    this.followUps.push({ prepared, detail: event.detail });
+    this.followUps.push({ prepared, event });
   }
 
   count(flowId: string, entries: StatEntry[]): void {
@@ -249,73 +333,160 @@ export class CallWrites {
     this.saved.set(call.row.id, call.row);
   }
 
+  /**
+   * Writes everything in one statement: one round trip whatever the batch holds. Its rows
+   * travel as JSON parameters, and it has only the parts the batch needs (Postgres starts up
+   * every part of a statement, empty or not), so its text is one of a few: each is prepared
+   * once per connection. The follow-up events get `messageId`, or `duplicate: true` when
+   * their customerMessageId was stored before, from what the messages insert returned, in
+   * the same statement. Rows of big tables are found by `= any(array(...))`, an index
+   * lookup: the planner counts a JSON parameter's rows as 100 and would rather scan a table
+   * of a few thousand rows whole (and hash it).
+   */
   async flush(tx: Tx): Promise<number> {
-    const now = this.now;
-    if (this.followUps.length > 0) {
-      const inserted = await storeMessages(
-        tx,
-        this.followUps.map((f) => f.prepared),
-        now,
+    const parts: SQL[] = [];
+    const followUps = this.followUps.length > 0;
+    if (followUps)
+      parts.push(
+        messageInserts(
+          this.followUps.map((f) => f.prepared),
+          this.now,
+        ),
       );
-      for (const f of this.followUps) {
-        const id = f.prepared.row.id!;
-        if (inserted.has(id)) f.detail.messageId = id;
-        else f.detail.duplicate = true;
-      }
-      this.queued += inserted.size;
-    }
     if (this.heldDeletes.length > 0)
-      await tx.delete(heldWebhooks).where(inArray(heldWebhooks.id, this.heldDeletes));
-    if (this.heldInserts.length > 0)
-      await tx.insert(heldWebhooks).values(this.heldInserts.map(({ id: _, ...h }) => h));
-    if (this.events.length > 0) await tx.insert(callEvents).values(this.events);
-    await this.flushTimers(tx);
+      parts.push(sql`held_out as (
+        delete from held_webhooks
+        where id = any(array(select jsonb_array_elements_text(${JSON.stringify(this.heldDeletes)}::jsonb)::bigint)))`);
+    if (this.heldInserts.length > 0) {
+      const held = this.heldInserts.map((h) => ({
+        call_id: h.callId,
+        inbox_id: h.inboxId,
+        node: h.node,
+        key: h.key,
+        received_at: h.receivedAt,
+      }));
+      parts.push(sql`held_in as (
+        insert into held_webhooks (call_id, inbox_id, node, key, received_at)
+        select v.call_id, v.inbox_id, v.node, v.key, v.received_at
+        from jsonb_to_recordset(${JSON.stringify(held)}::jsonb)
+          as v(call_id uuid, inbox_id bigint, node text, key text, received_at timestamptz))`);
+    }
+    if (this.events.length > 0) parts.push(this.eventInserts(followUps));
+    parts.push(...this.timerWrites());
     if (this.saved.size > 0) {
-      const rows = [...this.saved.values()].map((r) => ({
+      const saved = [...this.saved.values()].map((r) => ({
         id: r.id,
         snapshot: r.snapshot,
         state: r.state,
         outcome: r.outcome,
-        updated_at: r.updatedAt.toISOString(),
-        ended_at: r.endedAt?.toISOString() ?? null,
+        updated_at: r.updatedAt,
+        ended_at: r.endedAt,
       }));
-      await tx.execute(sql`
+      parts.push(sql`saved_rows as materialized (
+        select * from jsonb_to_recordset(${JSON.stringify(saved)}::jsonb)
+          as v(id uuid, snapshot jsonb, state text, outcome text, updated_at timestamptz,
+               ended_at timestamptz)),
+      saved as (
         update calls as c set snapshot = v.snapshot, state = v.state, outcome = v.outcome,
           updated_at = v.updated_at, ended_at = v.ended_at
-        from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-          as v(id uuid, snapshot jsonb, state text, outcome text, updated_at timestamptz,
-               ended_at timestamptz)
-        where c.id = v.id`);
+        from saved_rows as v
+        where c.id = any(array(select id from saved_rows)) and c.id = v.id)`);
     }
-    await upsertStats(tx, this.stats);
+    if (this.stats.size > 0) parts.push(sql`stats as (${flowStatsUpsert(statRows(this.stats))})`);
+    if (parts.length === 0) return this.queued;
+    const rows = await executePrepared<{ id: string }>(
+      tx,
+      sql`with ${sql.join(parts, sql`, `)} ${followUps ? sql`select id from msg` : sql`select null as id where false`}`,
+    );
+    const inserted = new Set(rows.map((r) => r.id));
+    for (const f of this.followUps) {
+      const id = f.prepared.row.id!;
+      if (inserted.has(id)) f.event.detail.messageId = id;
+      else f.event.detail.duplicate = true;
+    }
+    this.queued += inserted.size;
     return this.queued;
   }
 
-  private async flushTimers(tx: Tx): Promise<void> {
+  /** The call events, in the order they happened; with the follow-ups' outcome (`msg`). */
+  private eventInserts(followUps: boolean): SQL {
+    const followUpOf = new Map<CallEventRow, string>(
+      this.followUps.map((f) => [f.event, f.prepared.row.id!]),
+    );
+    const rows = JSON.stringify(
+      this.events.map((e, n) => ({
+        n,
+        call_id: e.callId,
+        kind: e.kind,
+        node: e.node ?? null,
+        menu: e.menu ?? null,
+        attempt: e.attempt ?? null,
+        key: e.key ?? null,
+        detail: e.detail ?? null,
+        at: e.at,
+        follow_up: followUpOf.get(e) ?? null,
+      })),
+    );
+    const columns = sql`v(n int, call_id uuid, kind text, node text, menu text, attempt int,
+      key text, detail jsonb, at timestamptz, follow_up uuid)`;
+    if (!followUps)
+      return sql`events as (
+        insert into call_events (call_id, kind, node, menu, attempt, key, detail, at)
+        select v.call_id, v.kind, v.node, v.menu, v.attempt, v.key, v.detail, v.at
+        from jsonb_to_recordset(${rows}::jsonb) as ${columns}
+        order by v.n)`;
+    return sql`events as (
+      insert into call_events (call_id, kind, node, menu, attempt, key, detail, at)
+      select v.call_id, v.kind, v.node, v.menu, v.attempt, v.key,
+             case when v.follow_up is null then v.detail
+                  when m.id is not null then v.detail || jsonb_build_object('messageId', m.id)
+                  else v.detail || '{"duplicate": true}'::jsonb end,
+             v.at
+      from jsonb_to_recordset(${rows}::jsonb) as ${columns}
+      left join msg m on m.id = v.follow_up
+      order by v.n)`;
+  }
+
+  /**
+   * The timer writes: calls whose timers all go (but those set again: one statement cannot
+   * both delete a row and update it), timers dropped one by one, timers set (the fire time
+   * replaced when the call has one of that name).
+   */
+  private timerWrites(): SQL[] {
     const all: string[] = [];
-    const drop: { call_id: string; timer: string }[] = [];
-    const set: (typeof callTimers.$inferInsert)[] = [];
+    const drops: { call_id: string; timer: string }[] = [];
+    const sets: { call_id: string; timer: string; fire_at: Date }[] = [];
     for (const [callId, t] of this.timers) {
       if (t.all) all.push(callId);
       for (const [timer, fireAt] of t.set) {
-        if (fireAt) set.push({ callId, timer, fireAt });
-        else if (!t.all) drop.push({ call_id: callId, timer });
+        if (fireAt) sets.push({ call_id: callId, timer, fire_at: fireAt });
+        else if (!t.all) drops.push({ call_id: callId, timer });
       }
     }
-    if (all.length > 0) await tx.delete(callTimers).where(inArray(callTimers.callId, all));
-    if (drop.length > 0)
-      await tx.execute(sql`
+    const parts: SQL[] = [];
+    if (sets.length > 0)
+      parts.push(sql`timer_sets as materialized (
+        select * from jsonb_to_recordset(${JSON.stringify(sets)}::jsonb)
+          as v(call_id uuid, timer text, fire_at timestamptz)),
+      timers_set as (
+        insert into call_timers (call_id, timer, fire_at)
+        select call_id, timer, fire_at from timer_sets
+        on conflict (call_id, timer) do update set fire_at = excluded.fire_at)`);
+    if (all.length > 0)
+      parts.push(sql`timers_all as (
         delete from call_timers as t
-        using jsonb_to_recordset(${JSON.stringify(drop)}::jsonb) as v(call_id uuid, timer text)
-        where t.call_id = v.call_id and t.timer = v.timer`);
-    if (set.length > 0)
-      await tx
-        .insert(callTimers)
-        .values(set)
-        .onConflictDoUpdate({
-          target: [callTimers.callId, callTimers.timer],
-          set: { fireAt: sql`excluded.fire_at` },
-        });
+        where t.call_id = any(array(select jsonb_array_elements_text(${JSON.stringify(all)}::jsonb)::uuid))
+        ${sets.length > 0 ? sql`and not exists (select 1 from timer_sets s where s.call_id = t.call_id and s.timer = t.timer)` : sql``})`);
+    if (drops.length > 0)
+      parts.push(sql`timer_drops as materialized (
+        select * from jsonb_to_recordset(${JSON.stringify(drops)}::jsonb)
+          as v(call_id uuid, timer text)),
+      timers_drop as (
+        delete from call_timers as t
+        using timer_drops as v
+        where t.call_id = any(array(select call_id from timer_drops))
+          and t.call_id = v.call_id and t.timer = v.timer)`);
+    return parts;
   }
 }
 
