@@ -5,7 +5,7 @@
  * transition, its effects. Concurrent webhooks share a transaction (group commit).
  */
 import { and, asc, eq, inArray, lte, sql } from 'drizzle-orm';
-import type { Db, Tx } from '../db/client.ts';
+import { type Db, executePrepared, type Tx } from '../db/client.ts';
 import { groupCommit } from '../db/group-commit.ts';
 import { callTimers, inbox, messages } from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
@@ -18,7 +18,6 @@ import {
   applyTimer,
   type CallRowJson,
   CallWrites,
-  executePrepared,
   type KeyResult,
   type LockedCall,
   lockCall,

@@ -11,9 +11,8 @@
  * round trips.
  */
 import { and, asc, eq, type SQL, sql } from 'drizzle-orm';
-import { PgDialect } from 'drizzle-orm/pg-core';
 import type { Clock } from '../clock.ts';
-import { rowsOf, type Tx } from '../db/client.ts';
+import { executePrepared, type Tx } from '../db/client.ts';
 import {
   type CallRow,
   type callEvents,
@@ -33,20 +32,6 @@ import {
 } from '../flows/index.ts';
 import { messageInserts, type PreparedMessage, prepareMessages } from '../messages/submit.ts';
 import type { FlowRegistry } from './registry.ts';
-
-const dialect = new PgDialect();
-
-/**
- * Runs a statement as a prepared one (with a name, drizzle asks postgres.js to prepare it;
- * postgres.js keeps one per text and connection): Postgres parses and plans the webhook
- * path's few large statements once per connection, not on every batch, as it does for
- * drizzle's unnamed `execute`. For statements whose text depends on the rows only through
- * their JSON parameters. Rows as the driver gives them.
- */
-export async function executePrepared<T>(tx: Tx, query: SQL): Promise<T[]> {
-  const prepared = tx._.session.prepareQuery(dialect.sqlToQuery(query), undefined, 'calls', false);
-  return rowsOf<T>(await prepared.execute());
-}
 
 export interface RuntimeDeps {
   clock: Clock;

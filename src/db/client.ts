@@ -9,8 +9,8 @@
  */
 import { mkdirSync } from 'node:fs';
 import type { PGlite } from '@electric-sql/pglite';
-import { sql } from 'drizzle-orm';
-import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { type SQL, sql } from 'drizzle-orm';
+import { type PgDatabase, PgDialect, type PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import * as schema from './schema/index.ts';
@@ -174,4 +174,24 @@ export async function selectOne(db: Queryable): Promise<void> {
  */
 export function rowsOf<T>(result: unknown): T[] {
   return (Array.isArray(result) ? result : (result as { rows: T[] }).rows) as T[];
+}
+
+const dialect = new PgDialect();
+
+/**
+ * Runs `query` as a prepared statement: Postgres parses and plans it once per connection
+ * (postgres.js keeps one per text and connection; PGlite prepares it too), not on every call.
+ * drizzle's `execute` sends raw SQL unprepared (postgres.js's `unsafe`), so the big
+ * statements of the hot paths (delivery batches, speech-webhook batches, dispatch rounds),
+ * whose rows travel as JSON parameters, were parsed and planned on every batch. Only for
+ * statements whose text is the same whatever the data (each text is kept per connection).
+ * Rows as the driver gives them.
+ *
+ * @example
+ * const rows = await executePrepared<{ id: string }>(tx, sql`select id from messages where id = any(${ids})`);
+ */
+export async function executePrepared<T>(db: Db | Tx, query: SQL): Promise<T[]> {
+  // a name makes drizzle ask the driver to prepare (the name itself is not used)
+  const prepared = db._.session.prepareQuery(dialect.sqlToQuery(query), undefined, 'sb', false);
+  return rowsOf<T>(await prepared.execute());
 }

@@ -11,7 +11,7 @@
  */
 import { sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
-import { type Db, rowsOf, type Tx } from '../db/client.ts';
+import { type Db, executePrepared, rowsOf, type Tx } from '../db/client.ts';
 import type { Logger } from '../logger.ts';
 import type { Message, NormalisedMessagelistResponse } from '../provider/message.ts';
 import { rankSql } from './timeline.ts';
@@ -120,7 +120,9 @@ async function claim(tx: Tx, limit: number, maxBytes: number, now: Date): Promis
   // One row comes back, not one per message: the payloads joined (the request body's
   // middle) and the rest as one JSON array. Decoding 5000 rows of 8 columns each was ~8 us
   // of this process's CPU per message, more than everything else it does for a send.
-  const result = await tx.execute(sql`
+  const result = await executePrepared(
+    tx,
+    sql`
     with c as (
       select o.id, o.message_id, o.attempts, o.available_at
       from outbox o
@@ -140,10 +142,13 @@ async function claim(tx: Tx, limit: number, maxBytes: number, now: Date): Promis
     select (select count(*) from c) as locked,
       (select json_agg(json_build_array(outbox_id::text, message_id, customer_message_id,
          type, role, attempts) order by running) from picked)::text as rows,
-      (select string_agg(body, ',' order by running) from picked) as payloads`);
-  const [row] = rowsOf<{ locked: number | string; rows: string | null; payloads: string | null }>(
-    result,
+      (select string_agg(body, ',' order by running) from picked) as payloads`,
   );
+  const [row] = result as {
+    locked: number | string;
+    rows: string | null;
+    payloads: string | null;
+  }[];
   if (!row?.rows) return { rows: [], payloads: '', locked: Number(row?.locked ?? 0) };
   const tuples = JSON.parse(row.rows) as [string, string, string, string, string | null, number][];
   const rows: Claimed[] = new Array(tuples.length);
@@ -221,7 +226,9 @@ async function recordOutcomes(tx: Tx, outcomes: Outcome[], now: Date): Promise<v
   // status moves up a rank only (a callback may already have said `delivered`), and the
   // messages the update found (so no event without its message: message_events has no
   // foreign key) get their timeline events and lose their outbox rows
-  await tx.execute(sql`
+  await executePrepared(
+    tx,
+    sql`
     with u as (
       update messages as m set
         provider_message_id = coalesce(v.p, m.provider_message_id),
@@ -243,7 +250,8 @@ async function recordOutcomes(tx: Tx, outcomes: Outcome[], now: Date): Promise<v
       insert into message_events (message_id, status, source, detail, at, received_at)
       select u.id, u.s, 'dispatch', u.d, ${at}::timestamptz, ${at}::timestamptz
       from u)
-    delete from outbox where id = any(array(select o from u))`);
+    delete from outbox where id = any(array(select o from u))`,
+  );
 }
 
 function outcomesFrom(claimed: Claimed[], responses: NormalisedMessagelistResponse[]): Outcome[] {

@@ -17,7 +17,7 @@
  * const result = await batcher.ingest({ contentType: 'application/json', body }); // after commit
  */
 import { sql } from 'drizzle-orm';
-import { rowsOf, type Tx } from '../db/client.ts';
+import { executePrepared, type Tx } from '../db/client.ts';
 import { groupCommit } from '../db/group-commit.ts';
 import { erasedFilter, forgetDropped } from '../privacy/erased.ts';
 import { type DeliveryEvent, parseDeliveryBody } from './delivery-parse.ts';
@@ -216,8 +216,9 @@ async function storeBatch(deps: IngestDeps, parsed: Parsed[], now: Date): Promis
     // outcome (an insert, then an update of the same row, was a second row version and a
     // second entry in each of its indexes)
     const at = now.toISOString();
-    const [written] = rowsOf<{ n: number }>(
-      await tx.execute(sql`
+    const [written] = await executePrepared<{ n: number }>(
+      tx,
+      sql`
       with ins as (
         insert into inbox (id, kind, dedup_key, content_type, body, received_at, outcome, pending)
         select v.id, 'delivery', v.key, v.content_type, v.body, ${at}::timestamptz, v.outcome,
@@ -247,7 +248,7 @@ async function storeBatch(deps: IngestDeps, parsed: Parsed[], now: Date): Promis
         from jsonb_to_recordset(${JSON.stringify(pendingRows)}::jsonb)
           as v(inbox_id bigint, customer_message_id text, provider_message_id text, status text,
                detail jsonb, at timestamptz))
-      select count(*)::int as n from ins`),
+      select count(*)::int as n from ins`,
     );
     if (Number(written!.n) !== fresh.length) throw new StoredMeanwhile();
 
@@ -316,8 +317,8 @@ class StoredMeanwhile extends Error {
  * One round trip: the messages `events` are about (by customerMessageId or the provider's
  * ids) locked in id order, which of `keys` the inbox holds already, and an inbox id for each
  * key (from the inbox's own sequence; a duplicate's is never used). Everything travels as
- * JSON parameters, so the statement's text is the same whatever the batch's size: Postgres
- * parses and plans it once per connection.
+ * JSON parameters, so the statement's text is the same whatever the batch's size, and it is
+ * prepared: Postgres parses and plans it once per connection.
  */
 async function lockAndCheck(
   tx: Tx,
@@ -328,8 +329,9 @@ async function lockAndCheck(
     ...new Set(events.flatMap((e) => (e.customerMessageId ? [e.customerMessageId] : []))),
   ];
   const pmids = [...new Set(events.flatMap((e) => e.providerMessageIds))];
-  const [row] = rowsOf<{ result: string | LockAndCheckJson }>(
-    await tx.execute(sql`
+  const [row] = await executePrepared<{ result: string | LockAndCheckJson }>(
+    tx,
+    sql`
       with locked as (
         select id, customer_message_id as cmid, provider_message_id as pmid, status,
                coalesce(jsonb_array_length(case when jsonb_typeof(payload->'fallbacks') = 'array'
@@ -344,7 +346,7 @@ async function lockAndCheck(
         'existing', coalesce((select json_agg(dedup_key) from inbox
           where dedup_key = any(array(select jsonb_array_elements_text(${JSON.stringify(keys)}::jsonb)))), '[]'),
         'ids', (select json_agg(nextval('inbox_id_seq')) from generate_series(1, ${keys.length}::int)),
-        'locked', coalesce((select json_agg(l order by l.id) from locked l), '[]')) as result`),
+        'locked', coalesce((select json_agg(l order by l.id) from locked l), '[]')) as result`,
   );
   const result: LockAndCheckJson =
     typeof row!.result === 'string' ? JSON.parse(row!.result) : row!.result;

@@ -8,7 +8,7 @@
  */
 import { type SQL, sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
-import { type Db, rowsOf, type Tx } from '../db/client.ts';
+import { type Db, executePrepared, type Tx } from '../db/client.ts';
 import type { NewMessageRow } from '../db/schema/index.ts';
 import { AppError, type ErrorCode, type ErrorDetail, formatPath } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
@@ -174,8 +174,9 @@ export async function storeMessages(
   now: Date,
 ): Promise<Set<string>> {
   if (prepared.length === 0) return new Set();
-  const rows = rowsOf<{ id: string }>(
-    await tx.execute(sql`with ${messageInserts(prepared, now)} select id from msg`),
+  const rows = await executePrepared<{ id: string }>(
+    tx,
+    sql`with ${messageInserts(prepared, now)} select id from msg`,
   );
   return new Set(rows.map((r) => r.id));
 }
