@@ -181,7 +181,8 @@ describe('messagelists', () => {
     expect((err as MessagelistError).message).toContain('broken list');
   });
 
-  it('sends messages serialised already as they are, chunked, with the same answers', async () => {
+  /** A client of the sandbox that records each messagelist body, and 5001 stored SMS. */
+  async function recordingClient() {
     const bodies: string[] = [];
     const p = smsProvider();
     const app = new Hono();
@@ -196,6 +197,11 @@ describe('messagelists', () => {
       (m) =>
         `{"to": "${m.to}", "from": "${m.from}", "text": "${m.text}", "type": "sms", "customerMessageId": "${m.customerMessageId}"}`,
     );
+    return { bodies, client, stored };
+  }
+
+  it('sends messages serialised already as they are, chunked, with the same answers', async () => {
+    const { bodies, client, stored } = await recordingClient();
     const responses = await client.sendMessagelistJson(stored);
     expect(bodies.sort((a, b) => b.length - a.length)).toEqual([
       `{"messages":[${stored.slice(0, 5000).join(',')}]}`,
@@ -209,19 +215,7 @@ describe('messagelists', () => {
   });
 
   it('sends messages joined as one text in one request, or split when they need more', async () => {
-    const bodies: string[] = [];
-    const p = smsProvider();
-    const app = new Hono();
-    app.use('/bat/messagelist', async (c, next) => {
-      bodies.push(await c.req.raw.clone().text());
-      await next();
-    });
-    app.route('/', p.app);
-    const client = createProviderClient({ baseUrl: await start(app), auth: { apiKey: 'k' } });
-    const stored = many(5001).map(
-      (m) =>
-        `{"to": "${m.to}", "from": "${m.from}", "text": "${m.text}", "type": "sms", "customerMessageId": "${m.customerMessageId}"}`,
-    );
+    const { bodies, client, stored } = await recordingClient();
     const list = stored.slice(0, 5000).join(',');
     const [one, ...none] = await client.sendMessagelistText(list, 5000);
     expect(none).toEqual([]);
