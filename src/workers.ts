@@ -9,7 +9,6 @@ import type { Database, LeaderLock } from './db/client.ts';
 import type { Metrics } from './http/metrics.ts';
 import type { Logger } from './logger.ts';
 import {
-  type DispatchDeps,
   type DispatchOptions,
   dispatchOnce,
   type MessagelistSender,
@@ -111,13 +110,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
     return now;
   };
 
-  // the call runtime looks at a call's own messages only (role 'call'): it is not asked about
-  // the others, which spares it a lookup of every message of every batch
-  const callHook = callDispatchHook(deps.calls);
-  const onRecorded: NonNullable<DispatchDeps['onRecorded']> = async (tx, outcomes) => {
-    const calls = outcomes.filter((o) => o.role === 'call');
-    if (calls.length > 0) await callHook(tx, calls);
-  };
+  const onRecorded = callDispatchHook(deps.calls);
   /** One round; true when it found a full batch (so more is probably waiting). */
   const dispatchRound = async (): Promise<boolean> => {
     if (!(await isLeader())) return false;

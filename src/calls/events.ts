@@ -195,52 +195,40 @@ interface StoreAndLockJson {
 }
 
 /**
- * Group commit, as for delivery callbacks (db/group-commit.ts): webhooks that arrive while a
- * transaction is in flight share the next one; each is answered after its commit.
+ * POST /hooks/speechcall: `{from, to, mid, action: {token}}` (seed 2.9). A missing, forged or
+ * altered token is refused (401) before anything is stored. `ingest` resolves after the
+ * commit of the transaction that stored and applied it.
  *
- * One transaction at a time: a transaction costs about as much CPU (round trips, commit,
- * statement start-up, in Postgres and here) as a few webhooks do, so batches should be as
- * large as the arrival rate makes them. A second one in flight would start with the few
- * webhooks that came meanwhile and then wait anyway, for the flow's statistics rows that
- * the first one holds until its commit.
+ * Group commit, as for delivery callbacks (db/group-commit.ts): webhooks that arrive while a
+ * transaction is in flight share the next one. One transaction at a time: a transaction costs
+ * about as much CPU (round trips, commit, statement start-up, in Postgres and here) as a few
+ * webhooks do, so batches should be as large as the arrival rate makes them. A second one in
+ * flight would start with the few webhooks that came meanwhile and then wait anyway, for the
+ * flow's statistics rows that the first one holds until its commit.
+ *
+ * @example
+ * const webhooks = createSpeechWebhooks(deps);
+ * const result = await webhooks.ingest({ contentType: 'application/json', body }); // after commit
  */
-function createSpeechBatcher(deps: EventDeps, maxBatch = 100, concurrency = 1) {
-  const ingest = async (items: Verified[]) => {
+export function createSpeechWebhooks(deps: EventDeps, maxBatch = 100, concurrency = 1) {
+  const ingestAll = async (items: Verified[]) => {
     const { answers, queued } = await ingestVerified(deps, items);
     if (queued > 0) deps.onQueued?.();
     return answers;
   };
   const submit = groupCommit<Verified, WebhookResult | AppError>({
-    batch: ingest,
-    single: async (item) => (await ingest([item]))[0]!,
+    batch: ingestAll,
+    single: async (item) => (await ingestAll([item]))[0]!,
     maxBatch,
     concurrency,
   });
-  return async (item: Verified): Promise<WebhookResult> => {
-    const answer = await submit(item);
-    if (answer instanceof AppError) throw answer;
-    return answer;
+  return {
+    async ingest(raw: RawCallback): Promise<WebhookResult> {
+      const answer = await submit(verify(deps, raw));
+      if (answer instanceof AppError) throw answer;
+      return answer;
+    },
   };
-}
-
-const batchers = new WeakMap<EventDeps, (item: Verified) => Promise<WebhookResult>>();
-
-/**
- * POST /hooks/speechcall: `{from, to, mid, action: {token}}` (seed 2.9). A missing, forged or
- * altered token is refused (401) before anything is stored. Resolves after the commit of the
- * transaction that stored and applied it (shared with the webhooks that came meanwhile).
- */
-export async function ingestSpeechWebhook(
-  deps: EventDeps,
-  raw: RawCallback,
-): Promise<WebhookResult> {
-  const item = verify(deps, raw);
-  let batcher = batchers.get(deps);
-  if (!batcher) {
-    batcher = createSpeechBatcher(deps);
-    batchers.set(deps, batcher);
-  }
-  return batcher(item);
 }
 
 /**
@@ -273,8 +261,10 @@ function lockedOnce(tx: Tx) {
 export function callDispatchHook(deps: EventDeps) {
   return async (
     tx: Tx,
-    outcomes: { id: string; status: 'accepted' | 'rejected' }[],
+    all: { id: string; status: 'accepted' | 'rejected'; role: string | null }[],
   ): Promise<void> => {
+    // a call's own messages only: the others of a batch cost no lookup at all
+    const outcomes = all.filter((o) => o.role === 'call');
     if (outcomes.length === 0) return;
     const status = new Map(outcomes.map((o) => [o.id, o.status]));
     const writes = new CallWrites(deps.clock.now());

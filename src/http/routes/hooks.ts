@@ -6,7 +6,7 @@
  */
 import { z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
-import { type EventDeps, ingestSpeechWebhook } from '../../calls/events.ts';
+import { createSpeechWebhooks, type EventDeps } from '../../calls/events.ts';
 import type { Config } from '../../config.ts';
 import { AppError } from '../../errors.ts';
 import type { IngestDeps, IngestResult, RawCallback } from '../../messages/ingest.ts';
@@ -88,11 +88,13 @@ export function hookRoutes(deps: {
     '/hooks/delivery',
     handle('delivery', (_, raw) => deliveries.ingest(raw)),
   );
+  // and so do speech webhooks; see calls/events.ts
+  const webhooks = createSpeechWebhooks(deps.calls);
   app.post('/hooks/speechcall', async (c) => {
     const raw = { contentType: header(c, 'content-type'), body: await readText(c) };
-    let result: Awaited<ReturnType<typeof ingestSpeechWebhook>>;
+    let result: Awaited<ReturnType<typeof webhooks.ingest>>;
     try {
-      result = await ingestSpeechWebhook(deps.calls, raw);
+      result = await webhooks.ingest(raw);
     } catch (err) {
       if (err instanceof AppError && err.code === 'UNAUTHORIZED') {
         deps.metrics.callbacks.inc({ kind: 'speechcall', outcome: 'unauthorized' });
