@@ -15,7 +15,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AppEnv } from './env.ts';
 import { errorResponse } from './errors.ts';
-import { header } from './headers.ts';
+import { header, nodeRequest } from './headers.ts';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -53,7 +53,7 @@ export function bodyLimits(): MiddlewareHandler<AppEnv> {
     if (chunked === undefined) {
       // on the wire (HTTP/1.1) a request with neither header has no body at all; a Request
       // made in-process (app.request) may carry one without saying so
-      if (length === undefined && fromNode(c)) return next();
+      if (length === undefined && nodeRequest(c) !== undefined) return next();
       if (length !== undefined && DECIMAL.test(length))
         return Number(length) > max ? tooLarge(c, max) : next();
     }
@@ -64,14 +64,8 @@ export function bodyLimits(): MiddlewareHandler<AppEnv> {
 
 const utf8 = new TextDecoder();
 
-/** Whether Node's HTTP server parsed this request (@hono/node-server passes it as `incoming`). */
-function fromNode(c: Context<AppEnv>): boolean {
-  return (c.env as { incoming?: unknown } | undefined)?.incoming !== undefined;
-}
-
 function incomingOf(c: Context<AppEnv>): IncomingMessage | undefined {
-  const env = c.env as { incoming?: IncomingMessage } | undefined;
-  const incoming = env?.incoming;
+  const incoming = nodeRequest(c);
   // untouched: nothing has read it, or wrapped it in a Request that did
   if (!incoming || incoming.readableDidRead || typeof incoming.on !== 'function') return undefined;
   return incoming;

@@ -14,8 +14,13 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context, MiddlewareHandler } from 'hono';
 
+/** Node's own request, when @hono/node-server serves this one (it passes it as `incoming`). */
+export function nodeRequest(c: Context): IncomingMessage | undefined {
+  return (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
+}
+
 export function header(c: Context, name: string): string | undefined {
-  const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
+  const incoming = nodeRequest(c);
   if (!incoming?.headers) return c.req.header(name);
   const value = incoming.headers[name.toLowerCase()];
   return Array.isArray(value) ? value.join(', ') : value;
