@@ -11,7 +11,11 @@ import { mkdirSync } from 'node:fs';
 import type { PGlite } from '@electric-sql/pglite';
 import { type SQL, sql } from 'drizzle-orm';
 import { type PgDatabase, PgDialect, type PgQueryResultHKT } from 'drizzle-orm/pg-core';
-import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
+import {
+  drizzle as drizzlePostgres,
+  PostgresJsSession,
+  PostgresJsTransaction,
+} from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import * as schema from './schema/index.ts';
 
@@ -194,4 +198,86 @@ export async function executePrepared<T>(db: Db | Tx, query: SQL): Promise<T[]> 
   // a name makes drizzle ask the driver to prepare (the name itself is not used)
   const prepared = db._.session.prepareQuery(dialect.sqlToQuery(query), undefined, 'sb', false);
   return rowsOf<T>(await prepared.execute());
+}
+
+/** Runs a transaction's final statement with COMMIT right behind it (see pipelinedTransaction). */
+export type RunLast = <T>(query: SQL) => Promise<T[]>;
+
+/** What pipelinedTransaction reads of drizzle's postgres.js session (fields its typings hide). */
+interface PostgresJsInternals {
+  client: postgres.Sql;
+  dialect: PgDialect;
+  schema: unknown;
+  options: unknown;
+}
+
+/**
+ * A transaction in two round trips instead of four, for hot paths that run many small ones
+ * (delivery batches): BEGIN goes out with the first statement instead of alone, and `last`
+ * sends the final statement with COMMIT behind it. Each round trip wakes Postgres and then
+ * this process, on a busy server the costliest part of a small transaction (measured: BEGIN
+ * and COMMIT took half a batch's time at 2000 callbacks/s). `fn` runs the transaction's
+ * statements on `tx` as usual, and may end with `await last(query)`: run prepared, its rows
+ * returned, and committed. No statement may follow it. A failed last statement makes that
+ * COMMIT a rollback and is thrown; when `fn` returns without calling `last`, COMMIT follows
+ * as usual; when it throws, the transaction is rolled back.
+ *
+ * On PGlite (no network between the two) this is `db.transaction`, and `last` a statement
+ * like any other.
+ *
+ * @example
+ * const rows = await pipelinedTransaction(db, async (tx, last) => {
+ *   const locked = await tx.execute(sql`select ... for update`); // BEGIN travels with it
+ *   return last<{ n: number }>(sql`insert ... returning 1`); // and COMMIT with this
+ * });
+ */
+export async function pipelinedTransaction<T>(
+  db: Db,
+  fn: (tx: Tx, last: RunLast) => Promise<T>,
+): Promise<T> {
+  const base = db._.session;
+  if (!(base instanceof PostgresJsSession)) {
+    return db.transaction((tx) => fn(tx, (query) => executePrepared(tx, query)));
+  }
+  const { client, dialect: d, schema: relations, options } = base as unknown as PostgresJsInternals;
+  const conn = await client.reserve();
+  // postgres.js sends each query a microtask after `execute()` (or `await`) in call order, and
+  // a connection's queries in the order they were sent: BEGIN goes first, before anything fn
+  // runs, and in the same write as fn's first statement
+  const begun = conn.unsafe('begin').execute();
+  begun.catch(() => {}); // its failure fails fn's first statement too; awaited below
+  let ended = false;
+  const last: RunLast = async <R>(query: SQL) => {
+    if (ended) throw new Error('pipelinedTransaction: last() ran twice');
+    ended = true;
+    const q = d.sqlToQuery(query);
+    // both handed to the connection now, in this order; not through drizzle, whose promise
+    // chain would hand its query over later than COMMIT
+    const statement = conn.unsafe(q.sql, q.params as never[], { prepare: true }).execute();
+    const commit = conn.unsafe('commit').execute();
+    const [rows, committed] = await Promise.allSettled([statement, commit]);
+    // a failed statement turned COMMIT into a rollback: its error is the one that matters
+    if (rows.status === 'rejected') throw rows.reason;
+    if (committed.status === 'rejected') throw committed.reason;
+    return rows.value as unknown as R[];
+  };
+  try {
+    const session = new PostgresJsSession(conn as never, d, relations as never, options as never);
+    const tx = new PostgresJsTransaction(d, session, relations as never) as unknown as Tx;
+    let result: T;
+    try {
+      result = await fn(tx, last);
+      await begun;
+    } catch (err) {
+      if (!ended) {
+        ended = true;
+        await conn.unsafe('rollback').catch(() => {}); // a dead connection rolled back already
+      }
+      throw err;
+    }
+    if (!ended) await conn.unsafe('commit');
+    return result;
+  } finally {
+    conn.release();
+  }
 }

@@ -33,3 +33,19 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   }
   return false;
 }
+
+/**
+ * Whether `err` (or what it wraps) is a unique violation on `constraint`: the key was
+ * stored meanwhile. postgres.js names the constraint `constraint_name`, PGlite `constraint`.
+ *
+ * @example
+ * if (isUniqueViolation(err, 'inbox_dedup_idx')) return runAgain();
+ */
+export function isUniqueViolation(err: unknown, constraint: string): boolean {
+  for (let e: unknown = err, depth = 0; e && depth < 5; depth++) {
+    const { code, constraint_name, constraint: named } = e as Record<string, unknown>;
+    if (code === '23505' && (constraint_name ?? named) === constraint) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}

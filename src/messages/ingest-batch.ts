@@ -17,7 +17,8 @@
  * const result = await batcher.ingest({ contentType: 'application/json', body }); // after commit
  */
 import { sql } from 'drizzle-orm';
-import { executePrepared, rowsOf, type Tx } from '../db/client.ts';
+import { executePrepared, pipelinedTransaction, rowsOf, type Tx } from '../db/client.ts';
+import { isUniqueViolation } from '../db/errors.ts';
 import { groupCommit } from '../db/group-commit.ts';
 import { erasedFilter, forgetDropped } from '../privacy/erased.ts';
 import { type DeliveryEvent, parseDeliveryBody } from './delivery-parse.ts';
@@ -99,9 +100,9 @@ export async function ingestDeliveries(
     return await storeBatch(deps, parsed, now);
   } catch (err) {
     // a key the first statement did not find was stored meanwhile by a transaction that had
-    // not committed then, so the batch counted that callback's events as new: it was undone,
-    // and once more finds the duplicate
-    if (!(err instanceof StoredMeanwhile)) throw err;
+    // not committed then, so the batch counted that callback's events as new: its inbox
+    // insert failed on the key, the batch was undone, and once more finds the duplicate
+    if (!isUniqueViolation(err, 'inbox_dedup_idx')) throw err;
     return storeBatch(deps, parsed, now);
   }
 }
@@ -110,7 +111,8 @@ type Parsed = Pick<Item, 'raw' | 'key' | 'events' | 'problems'>;
 
 async function storeBatch(deps: IngestDeps, parsed: Parsed[], now: Date): Promise<IngestResult[]> {
   const items: Item[] = parsed.map((p) => ({ ...p, matched: 0, pending: 0, dropped: [] }));
-  return deps.db.transaction(async (tx) => {
+  // BEGIN goes with the first statement, and COMMIT with the write when nothing follows it
+  return pipelinedTransaction(deps.db, async (tx, last) => {
     // 1. the messages the events are about, locked in id order, which keys are stored
     // already, and an inbox id for each key
     const firsts = new Map<string, Item>();
@@ -214,19 +216,16 @@ async function storeBatch(deps: IngestDeps, parsed: Parsed[], now: Date): Promis
 
     // 4. every write of the batch in one statement; each inbox row is written once, with its
     // outcome (an insert, then an update of the same row, was a second row version and a
-    // second entry in each of its indexes)
+    // second entry in each of its indexes). A key that another transaction stored after the
+    // first statement looked fails the insert on the inbox's unique key (ingestDeliveries)
     const at = now.toISOString();
-    const [written] = await executePrepared<{ n: number }>(
-      tx,
-      sql`
+    const write = sql`
       with ins as (
         insert into inbox (id, kind, dedup_key, content_type, body, received_at, outcome, pending)
         select v.id, 'delivery', v.key, v.content_type, v.body, ${at}::timestamptz, v.outcome,
                v.pending
         from jsonb_to_recordset(${JSON.stringify(bodies)}::jsonb)
-          as v(id bigint, key text, content_type text, body text, outcome jsonb, pending int)
-        on conflict (dedup_key) do nothing
-        returning 1),
+          as v(id bigint, key text, content_type text, body text, outcome jsonb, pending int)),
       ev as (
         insert into message_events (message_id, status, source, detail, at, received_at)
         select v.message_id, v.status, v.source, v.detail, v.at, ${at}::timestamptz
@@ -248,12 +247,19 @@ async function storeBatch(deps: IngestDeps, parsed: Parsed[], now: Date): Promis
         from jsonb_to_recordset(${JSON.stringify(pendingRows)}::jsonb)
           as v(inbox_id bigint, customer_message_id text, provider_message_id text, status text,
                detail jsonb, at timestamptz))
-      select count(*)::int as n from ins`,
-    );
-    if (Number(written!.n) !== fresh.length) throw new StoredMeanwhile();
+      select 1`;
+    // 5. what else must happen with a status move (calls), in the same transaction: only a
+    // message of a call can need it (OnRecorded)
+    const hooked = deps.onRecorded ? recorded.filter((r) => r.m.callId !== null) : [];
+    const forgets = fresh.filter((i) => i.dropped.length > 0);
+    if (hooked.length === 0 && forgets.length === 0) {
+      await last(write);
+      return items.map(answer);
+    }
+    await executePrepared(tx, write);
 
     // raw bodies of dropped events: deleted when nothing else was in them, else cut out
-    for (const item of fresh) {
+    for (const item of forgets) {
       await forgetDropped(tx, {
         inboxId: item.inboxId!,
         body: storable(item.raw.body),
@@ -262,13 +268,12 @@ async function storeBatch(deps: IngestDeps, parsed: Parsed[], now: Date): Promis
       });
     }
 
-    // 5. what else must happen with a status move (calls), in the same transaction, in call
-    // id order: the order in which speech webhooks lock calls (src/calls), so that a batch of
-    // each never waits for the other in a circle
+    // the calls' hooks in call id order: the order in which speech webhooks lock calls
+    // (src/calls), so that a batch of each never waits for the other in a circle
     if (deps.onRecorded) {
       const callOf = (r: (typeof recorded)[number]) => r.m.callId ?? '';
       // plain code-unit order: for lowercase UUIDs that is Postgres's uuid order
-      const byCall = [...recorded].sort((a, b) =>
+      const byCall = hooked.sort((a, b) =>
         callOf(a) < callOf(b) ? -1 : callOf(a) > callOf(b) ? 1 : 0,
       );
       for (const { m, after, events } of byCall) {
@@ -305,12 +310,6 @@ function answer(item: Item): IngestResult {
     return { duplicate: true, events: 0, matched: 0, pending: 0, problems: [] };
   }
   return { duplicate: false, inboxId: item.inboxId, ...outcomeOf(item) };
-}
-
-class StoredMeanwhile extends Error {
-  constructor() {
-    super('a callback of the batch was stored meanwhile by another transaction');
-  }
 }
 
 /**

@@ -25,7 +25,11 @@ export interface RawCallback {
   body: string;
 }
 
-/** Something else that must happen in the same transaction when a message's status moves (calls). */
+/**
+ * Something else that must happen in the same transaction when a message's status moves:
+ * the call runtime's, so only a message of a call (`callId` set) can need it, and the
+ * delivery batch calls it for those alone.
+ */
 export type OnRecorded = (tx: Tx, result: RecordResult, events: NewEvent[]) => Promise<void>;
 
 export interface IngestDeps {

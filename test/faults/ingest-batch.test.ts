@@ -4,6 +4,7 @@
  * not JSON, and one callback whose processing throws. Each callback gets the answer it would
  * have got alone, and the poisonous one does not take its neighbours down.
  */
+import { randomUUID } from 'node:crypto';
 import { eq } from 'drizzle-orm';
 import { beforeAll, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.ts';
@@ -71,6 +72,11 @@ describeEachEngine('delivery callbacks in one transaction', (ctx) => {
   it('retries a failed batch one callback at a time: only the poisonous one fails', async () => {
     const ok = await message();
     const poison = await message();
+    // a message of a call: the only kind the hook is called for
+    await deps.db
+      .update(messages)
+      .set({ callId: randomUUID(), role: 'call' })
+      .where(eq(messages.id, poison.id));
     const batcher = createDeliveryBatcher(
       {
         ...deps,
