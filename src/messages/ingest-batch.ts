@@ -32,7 +32,7 @@ import {
   toNewEvent,
 } from './ingest.ts';
 import type { MessageStatus } from './status.ts';
-import { type NewEvent, statusAfter } from './timeline.ts';
+import { eventDetail, type NewEvent, statusAfter } from './timeline.ts';
 
 export interface DeliveryBatcher {
   /** resolves once the callback is committed (or rejects: nothing of it was stored) */
@@ -110,7 +110,16 @@ export async function ingestDeliveries(
 type Parsed = Pick<Item, 'raw' | 'key' | 'events' | 'problems'>;
 
 async function storeBatch(deps: IngestDeps, parsed: Parsed[], now: Date): Promise<IngestResult[]> {
-  const items: Item[] = parsed.map((p) => ({ ...p, matched: 0, pending: 0, dropped: [] }));
+  // written out, not `{ ...p, matched: 0, ... }`: see eventFrom in delivery-parse.ts
+  const items: Item[] = parsed.map((p) => ({
+    raw: p.raw,
+    key: p.key,
+    events: p.events,
+    problems: p.problems,
+    matched: 0,
+    pending: 0,
+    dropped: [],
+  }));
   // BEGIN goes with the first statement, and COMMIT with the write when nothing follows it
   return pipelinedTransaction(deps.db, async (tx, last) => {
     // 1. the messages the events are about, locked in id order, which keys are stored
@@ -188,11 +197,7 @@ async function storeBatch(deps: IngestDeps, parsed: Parsed[], now: Date): Promis
           status: e.status,
           source: e.source,
           at: e.at.toISOString(),
-          detail: {
-            ...e.detail,
-            ...(e.channel !== undefined && { channel: e.channel }),
-            ...(e.fallbackIndex !== undefined && { fallbackIndex: e.fallbackIndex }),
-          },
+          detail: eventDetail(e),
         });
       }
       updates.push({
@@ -295,21 +300,23 @@ async function storeBatch(deps: IngestDeps, parsed: Parsed[], now: Date): Promis
 }
 
 /** What the inbox row keeps of a callback (the same as `ingestDelivery`'s). */
-function outcomeOf(item: Item) {
-  return {
+function outcomeOf(item: Item): Omit<IngestResult, 'duplicate' | 'inboxId'> {
+  // assigned, not spread: see eventFrom in delivery-parse.ts
+  const outcome: Omit<IngestResult, 'duplicate' | 'inboxId'> = {
     events: item.events.length,
     matched: item.matched,
     pending: item.pending,
-    ...(item.dropped.length > 0 && { dropped: item.dropped.length }),
     problems: item.problems,
   };
+  if (item.dropped.length > 0) outcome.dropped = item.dropped.length;
+  return outcome;
 }
 
 function answer(item: Item): IngestResult {
   if (item.inboxId === undefined) {
     return { duplicate: true, events: 0, matched: 0, pending: 0, problems: [] };
   }
-  return { duplicate: false, inboxId: item.inboxId, ...outcomeOf(item) };
+  return Object.assign({ duplicate: false, inboxId: item.inboxId }, outcomeOf(item));
 }
 
 /**

@@ -132,19 +132,15 @@ export function toNewEvent(
   now: Date,
   source: NewEvent['source'],
 ): NewEvent {
-  return {
-    status: e.status,
-    source,
-    at: e.at ?? now,
-    detail: {
-      inboxId,
-      ...(e.rawStatus !== e.status && { providerStatus: e.rawStatus }),
-      ...(e.providerMessageIds[0] && { messageId: e.providerMessageIds[0] }),
-      ...(e.error != null && { error: e.error }),
-    },
-    ...(e.channel !== undefined && { channel: e.channel }),
-    ...(e.fallbackIndex !== undefined && { fallbackIndex: e.fallbackIndex }),
-  };
+  // assigned, not spread: see eventFrom in delivery-parse.ts
+  const detail: Record<string, unknown> = { inboxId };
+  if (e.rawStatus !== e.status) detail.providerStatus = e.rawStatus;
+  if (e.providerMessageIds[0]) detail.messageId = e.providerMessageIds[0];
+  if (e.error != null) detail.error = e.error;
+  const event: NewEvent = { status: e.status, source, at: e.at ?? now, detail };
+  if (e.channel !== undefined) event.channel = e.channel;
+  if (e.fallbackIndex !== undefined) event.fallbackIndex = e.fallbackIndex;
+  return event;
 }
 
 /**

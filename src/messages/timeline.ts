@@ -43,6 +43,17 @@ function fallbacksOf(payload: unknown): number {
 const FAILURE = new Set(['failed', 'expired', 'rejected']);
 
 /**
+ * What `message_events.detail` keeps of an event: its detail, and its channel and fallback
+ * when it has them. Assigned, not spread (see eventFrom in delivery-parse.ts).
+ */
+export function eventDetail(e: NewEvent): Record<string, unknown> {
+  const detail: Record<string, unknown> = Object.assign({}, e.detail);
+  if (e.channel !== undefined) detail.channel = e.channel;
+  if (e.fallbackIndex !== undefined) detail.fallbackIndex = e.fallbackIndex;
+  return detail;
+}
+
+/**
  * The status an event moves the message to. A failed or expired primary (or fallback) with
  * fallbacks left to try is not the end: the message stays where it is until the last one
  * settles.
@@ -98,11 +109,7 @@ export async function recordEvents(
       source: e.source,
       at: e.at,
       receivedAt: now,
-      detail: {
-        ...e.detail,
-        ...(e.channel !== undefined && { channel: e.channel }),
-        ...(e.fallbackIndex !== undefined && { fallbackIndex: e.fallbackIndex }),
-      },
+      detail: eventDetail(e),
     })),
   );
   const set: Partial<typeof messages.$inferInsert> = { updatedAt: now };
