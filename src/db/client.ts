@@ -218,9 +218,11 @@ interface PostgresJsInternals {
  * this process, on a busy server the costliest part of a small transaction (measured: BEGIN
  * and COMMIT took half a batch's time at 2000 callbacks/s). `fn` runs the transaction's
  * statements on `tx` as usual, and may end with `await last(query)`: run prepared, its rows
- * returned, and committed. No statement may follow it. A failed last statement makes that
- * COMMIT a rollback and is thrown; when `fn` returns without calling `last`, COMMIT follows
- * as usual; when it throws, the transaction is rolled back.
+ * returned, and committed. No statement may follow it. A last statement that Postgres
+ * refuses makes that COMMIT a rollback, and its error is thrown; one that the driver refuses
+ * before sending it (65 534 parameters or more) cannot stop the COMMIT behind it, and throws
+ * "failed after COMMIT". When `fn` returns without calling `last`, COMMIT follows as usual;
+ * when it throws, the transaction is rolled back.
  *
  * On PGlite (no network between the two) this is `db.transaction`, and `last` a statement
  * like any other.
@@ -256,8 +258,17 @@ export async function pipelinedTransaction<T>(
     const statement = conn.unsafe(q.sql, q.params as never[], { prepare: true }).execute();
     const commit = conn.unsafe('commit').execute();
     const [rows, committed] = await Promise.allSettled([statement, commit]);
-    // a failed statement turned COMMIT into a rollback: its error is the one that matters
-    if (rows.status === 'rejected') throw rows.reason;
+    if (rows.status === 'rejected') {
+      // Postgres refused it, and COMMIT became a rollback: its error is the one that matters.
+      // One the driver refused before sending (too many parameters) left COMMIT to commit
+      // what came before: say so rather than let the caller believe nothing was kept
+      if (committed.status === 'fulfilled' && committed.value.command === 'COMMIT') {
+        throw new Error('pipelinedTransaction: the last statement failed after COMMIT', {
+          cause: rows.reason,
+        });
+      }
+      throw rows.reason;
+    }
     if (committed.status === 'rejected') throw committed.reason;
     return rows.value as unknown as R[];
   };

@@ -58,10 +58,29 @@ describeEachEngine('pipelinedTransaction', (ctx) => {
       return last(insert(5));
     }).catch((e: unknown) => e);
     expect(isUniqueViolation(err, 'pipelined_rows_pkey')).toBe(true);
+    // Postgres refused it, so COMMIT rolled back: not the error for a statement sent too late
+    expect((err as Error).message).not.toMatch(/after COMMIT/);
     const now = await ids();
     expect(now).not.toContain(5);
     expect(now).not.toContain(6);
   });
+
+  // the driver refuses a statement of 65 534 parameters or more without sending it
+  it.runIf(ctx.engine === 'postgres')(
+    'says so when the last statement failed but what came before it was committed',
+    async () => {
+      const many = sql.join(
+        Array.from({ length: 65_535 }, (_, i) => sql`${i}`),
+        sql`, `,
+      );
+      const err = await pipelinedTransaction(db, async (tx, last) => {
+        await tx.execute(insert(7));
+        return last(sql`select ${many}`);
+      }).catch((e: unknown) => e);
+      expect((err as Error).message).toMatch(/failed after COMMIT/);
+      expect(await ids()).toContain(7);
+    },
+  );
 
   it('leaves no connection inside a transaction, however the transactions ended', async () => {
     const runs = Array.from({ length: 30 }, (_, i) => 100 + i);
