@@ -19,17 +19,22 @@ const CONNECTION_CODES = new Set([
   '57P03', // cannot_connect_now
 ]);
 
-export function isDatabaseUnavailable(err: unknown): boolean {
+/** `err` and what it wraps (`cause`, as drizzle wraps a driver's error), at most five deep. */
+function* causes(err: unknown): Generator<Record<string, unknown>> {
   for (let e: unknown = err, depth = 0; e && depth < 5; depth++) {
-    const code = (e as { code?: unknown }).code;
+    yield e as Record<string, unknown>;
+    e = (e as { cause?: unknown }).cause;
+  }
+}
+
+export function isDatabaseUnavailable(err: unknown): boolean {
+  for (const { code, message } of causes(err)) {
     if (typeof code === 'string' && (CONNECTION_CODES.has(code) || code.startsWith('08'))) {
       return true;
     }
-    const message = (e as { message?: unknown }).message;
     if (typeof message === 'string' && /did not answer within|PGlite is closed/i.test(message)) {
       return true;
     }
-    e = (e as { cause?: unknown }).cause;
   }
   return false;
 }
@@ -42,10 +47,8 @@ export function isDatabaseUnavailable(err: unknown): boolean {
  * if (isUniqueViolation(err, 'inbox_dedup_idx')) return runAgain();
  */
 export function isUniqueViolation(err: unknown, constraint: string): boolean {
-  for (let e: unknown = err, depth = 0; e && depth < 5; depth++) {
-    const { code, constraint_name, constraint: named } = e as Record<string, unknown>;
+  for (const { code, constraint_name, constraint: named } of causes(err)) {
     if (code === '23505' && (constraint_name ?? named) === constraint) return true;
-    e = (e as { cause?: unknown }).cause;
   }
   return false;
 }
