@@ -18,7 +18,7 @@
  * const result = await batcher.ingest({ contentType: 'application/json', body }); // after commit
  */
 import { sql } from 'drizzle-orm';
-import { executePrepared, pipelinedTransaction, rowsOf, type Tx } from '../db/client.ts';
+import { executePrepared, pipelinedTransaction, type Tx } from '../db/client.ts';
 import { isUniqueViolation } from '../db/errors.ts';
 import { groupCommit } from '../db/group-commit.ts';
 import { erasedFilter, forgetDropped } from '../privacy/erased.ts';
@@ -324,10 +324,17 @@ function answer(item: Item): IngestResult {
  * One round trip: the messages `events` are about (by customerMessageId or the provider's
  * ids) locked in id order, which of `keys` the inbox holds already, and an inbox id for each
  * key (from the inbox's own sequence; a duplicate's is never used). Everything travels as
- * JSON parameters, so the statement's text is the same whatever the batch's size. Not
- * prepared (unlike the batch's write): prepared through postgres.js it took 15-25 ms a batch
- * in the bench instead of under one, and Postgres's CPU per callback doubled. Why is not
- * known yet: the same statement prepared in psql, generic plan included, stays fast.
+ * JSON parameters, so the statement's text is the same whatever the batch's size, and it is
+ * prepared: unprepared, Postgres parsed and planned it on every batch (about a sixth of its
+ * CPU per callback), and postgres.js spent a round trip of its own describing it first.
+ *
+ * Prepared, Postgres soon keeps one generic plan for it, made for the table sizes of that
+ * moment and kept until the tables are analyzed again. So every lookup is one index probe
+ * per key (a lateral subquery with a limit, which the planner cannot turn into a join): the
+ * plain `dedup_key = any(...)` it replaced was planned as a sequential scan while the inbox
+ * was nearly empty, and on a server that never analyzed (autovacuum off) it stayed one:
+ * 15-25 ms a batch once the inbox held a few thousand rows. Of messages sharing a provider
+ * id only the newest is taken, the one the batch would match.
  */
 async function lockAndCheck(
   tx: Tx,
@@ -338,23 +345,33 @@ async function lockAndCheck(
     ...new Set(events.flatMap((e) => (e.customerMessageId ? [e.customerMessageId] : []))),
   ];
   const pmids = [...new Set(events.flatMap((e) => e.providerMessageIds))];
-  const [row] = rowsOf<{ result: string | LockAndCheckJson }>(
-    await tx.execute(sql`
-      with locked as (
-        select id, customer_message_id as cmid, provider_message_id as pmid, status,
-               coalesce(jsonb_array_length(case when jsonb_typeof(payload->'fallbacks') = 'array'
-                 then payload->'fallbacks' end), 0) as fallbacks,
-               call_id as "callId", role
-        from messages
-        where customer_message_id = any(array(select jsonb_array_elements_text(${JSON.stringify(cmids)}::jsonb)))
-           or provider_message_id = any(array(select jsonb_array_elements_text(${JSON.stringify(pmids)}::jsonb)))
-        order by id
-        for update)
+  const [row] = await executePrepared<{ result: string | LockAndCheckJson }>(
+    tx,
+    sql`
+      with found as (
+        select m.id from jsonb_array_elements_text(${JSON.stringify(cmids)}::jsonb) k(v)
+          cross join lateral (
+            select id from messages where customer_message_id = k.v limit 1) m
+        union
+        select m.id from jsonb_array_elements_text(${JSON.stringify(pmids)}::jsonb) k(v)
+          cross join lateral (
+            select id from messages where provider_message_id = k.v
+            order by id desc limit 1) m),
+      locked as (
+        select l.* from (select id from found order by id) f
+          cross join lateral (
+            select id, customer_message_id as cmid, provider_message_id as pmid, status,
+                   coalesce(jsonb_array_length(case when jsonb_typeof(payload->'fallbacks') = 'array'
+                     then payload->'fallbacks' end), 0) as fallbacks,
+                   call_id as "callId", role
+            from messages where messages.id = f.id
+            for update) l)
       select json_build_object(
-        'existing', coalesce((select json_agg(dedup_key) from inbox
-          where dedup_key = any(array(select jsonb_array_elements_text(${JSON.stringify(keys)}::jsonb)))), '[]'),
+        'existing', coalesce((select json_agg(i.dedup_key)
+          from jsonb_array_elements_text(${JSON.stringify(keys)}::jsonb) k(v)
+          cross join lateral (select dedup_key from inbox where dedup_key = k.v limit 1) i), '[]'),
         'ids', (select json_agg(nextval('inbox_id_seq')) from generate_series(1, ${keys.length}::int)),
-        'locked', coalesce((select json_agg(l order by l.id) from locked l), '[]')) as result`),
+        'locked', coalesce((select json_agg(l order by l.id) from locked l), '[]')) as result`,
   );
   const result: LockAndCheckJson =
     typeof row!.result === 'string' ? JSON.parse(row!.result) : row!.result;
