@@ -1,13 +1,16 @@
 /**
- * The processes a benchmark measures: each runs as `node <entry>`, through tsx's loader
- * (`--import tsx`) when the entry is TypeScript, with no relay process in between, so its pid
- * is the process that serves, and its memory can be read from /proc. Output goes to a log file, not a pipe: the bench process reads nothing while it
+ * The processes a benchmark measures: each runs as `node <entry>`, with no relay process in
+ * between, so its pid is the process that serves, and its memory can be read from /proc. A
+ * TypeScript entry (the bench's sandbox and bare endpoint) is bundled first by esbuild into
+ * plain JavaScript, as Switchboard itself runs built (scripts/build.mjs): under tsx's loader
+ * each would carry a loader thread with a heap and collections of its own. Output goes to a log file, not a pipe: the bench process reads nothing while it
  * generates load, and the child never blocks on a full pipe.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -49,6 +52,25 @@ function readStatus(pid: number): { rssKiB: number; hwmKiB: number } | undefined
 }
 
 /**
+ * `entry` and the sources it imports as one JavaScript file; packages stay imports of
+ * node_modules, which is why the file is written inside the repository (node_modules/.cache).
+ */
+async function bundle(entry: string, name: string): Promise<string> {
+  const outfile = join(ROOT, 'node_modules/.cache/switchboard-bench', `${name}.mjs`);
+  await build({
+    entryPoints: [join(ROOT, entry)],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    packages: 'external',
+    logLevel: 'warning',
+  });
+  return outfile;
+}
+
+/**
  * Starts a child and resolves once `ready` matches its output (group 1: the port).
  *
  * @example
@@ -57,8 +79,8 @@ function readStatus(pid: number): { rssKiB: number; hwmKiB: number } | undefined
 export async function spawnChild(opts: SpawnOptions): Promise<Child> {
   const logFile = join(opts.logDir, `${opts.name}.log`);
   const fd = openSync(logFile, 'w');
-  const loader = /\.tsx?$/.test(opts.entry) ? ['--import', 'tsx'] : [];
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...loader, opts.entry], {
+  const entry = /\.tsx?$/.test(opts.entry) ? await bundle(opts.entry, opts.name) : opts.entry;
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), entry], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', ...opts.env },
     stdio: ['ignore', fd, fd],

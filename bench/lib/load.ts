@@ -3,18 +3,21 @@
  *
  * - Saturation (no `rate`): autocannon, closed loop, each connection sending its next request
  *   as soon as the previous one is answered.
- * - A rate (`rate` requests/s offered): an open loop of our own. Request i is due at
- *   start + i/rate whatever the answers do, sent on a pool of keep-alive connections, and its
- *   latency counts from when it was due, so a server that falls behind shows it (no
- *   coordinated omission). autocannon's own rate option is not used: it lets each connection
- *   send its quota for the second back to back as soon as the second starts, which measures
- *   bursts at full speed, not a steady rate.
+ * - A rate (`rate` requests/s offered): an open loop of our own (bench/lib/open-loop.mjs, in
+ *   a child process). Request i is due at start + i/rate whatever the answers do, sent on a
+ *   pool of keep-alive connections, and its latency counts from when it was due, so a server
+ *   that falls behind shows it (no coordinated omission). autocannon's own rate option is not
+ *   used: it lets each connection send its quota for the second back to back as soon as the
+ *   second starts, which measures bursts at full speed, not a steady rate.
  *
  * Latencies are every response's own timer (sub-millisecond), so p50 and p99 are exact over
  * the whole run.
  */
-import { Agent, request as httpRequest } from 'node:http';
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+
+const OPEN_LOOP = fileURLToPath(new URL('./open-loop.mjs', import.meta.url));
 
 export interface LoadOptions {
   url: string;
@@ -44,6 +47,8 @@ export interface LoadResult {
   errors: number;
   seconds: number;
   offered?: number;
+  /** CPU the open-loop generator spent per request (it shares the cores with the server) */
+  clientCpuUsPerRequest?: number;
 }
 
 export function percentile(sorted: number[], p: number): number {
@@ -86,71 +91,81 @@ function summary(
   };
 }
 
-/** `rate` requests per second, evenly spaced, whatever the answers do. */
+/** A request built in full: the bytes the open loop writes for it. */
+function rawRequest(
+  method: string,
+  url: URL,
+  next: { path: string; body?: string; headers?: Record<string, string> },
+  headers: Record<string, string> | undefined,
+): string {
+  const all: Record<string, string> = {
+    host: url.host,
+    'content-type': 'application/json',
+    ...headers,
+    ...next.headers,
+  };
+  if (next.body !== undefined) all['content-length'] = String(Buffer.byteLength(next.body));
+  let head = `${method} ${next.path} HTTP/1.1\r\n`;
+  for (const [k, v] of Object.entries(all)) head += `${k}: ${v}\r\n`;
+  return `${head}\r\n${next.body ?? ''}`;
+}
+
+interface OpenLoopDone {
+  type: 'done';
+  latencies: Float64Array;
+  statuses: Uint16Array;
+  errors: number;
+  seconds: number;
+  cpuSeconds: number;
+}
+
+/**
+ * `rate` requests per second, evenly spaced, whatever the answers do: bench/lib/open-loop.mjs
+ * in a child process of its own, handed every request built in advance (so this process's
+ * garbage collections and its other work cannot delay a send). The child's CPU is reported,
+ * since it shares the cores with what it measures.
+ */
 async function openLoop(opts: LoadOptions & { rate: number }): Promise<LoadResult> {
   const url = new URL(opts.url);
-  const agent = new Agent({ keepAlive: true, maxSockets: opts.connections });
   const total = opts.maxRequests ?? Math.round(opts.rate * opts.seconds);
-  const interval = 1000 / opts.rate;
+  const parts: Buffer[] = new Array(total);
+  const offsets = new Uint32Array(total + 1);
+  for (let i = 0; i < total; i++) {
+    parts[i] = Buffer.from(rawRequest(opts.method ?? 'POST', url, opts.request(i), opts.headers));
+    offsets[i + 1] = offsets[i]! + parts[i]!.length;
+  }
+  const child = fork(OPEN_LOOP, [], {
+    execArgv: [], // plain node: not the TypeScript loader this process runs under
+    serialization: 'advanced',
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const done = await new Promise<OpenLoopDone>((resolve, reject) => {
+    child.once('message', (m) => resolve(m as OpenLoopDone));
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`open-loop generator exited with ${code}`)));
+    child.send({
+      host: url.hostname,
+      port: Number(url.port),
+      rate: opts.rate,
+      connections: opts.connections,
+      timeoutMs: 10_000,
+      requests: Buffer.concat(parts),
+      offsets,
+    });
+  });
+  child.removeAllListeners('exit');
   const latencies: number[] = [];
   const statuses: Record<string, number> = {};
-  let errors = 0;
-  let sent = 0;
-  let settled = 0;
-  const start = performance.now() + 5;
-  let lastAnswer = start;
-  await new Promise<void>((resolve) => {
-    const settle = () => {
-      settled++;
-      if (settled === total) resolve();
-    };
-    const send = (i: number, due: number) => {
-      const next = opts.request(i);
-      const body = next.body === undefined ? undefined : Buffer.from(next.body);
-      const req = httpRequest(
-        {
-          agent,
-          host: url.hostname,
-          port: url.port,
-          path: next.path,
-          method: opts.method ?? 'POST',
-          headers: {
-            'content-type': 'application/json',
-            ...(body && { 'content-length': body.length }),
-            ...opts.headers,
-            ...next.headers,
-          },
-          timeout: 10_000,
-        },
-        (res) => {
-          res.on('data', () => {});
-          res.on('end', () => {
-            lastAnswer = performance.now();
-            latencies.push(lastAnswer - due);
-            statuses[res.statusCode ?? 0] = (statuses[res.statusCode ?? 0] ?? 0) + 1;
-            settle();
-          });
-        },
-      );
-      req.on('timeout', () => req.destroy(new Error('timeout')));
-      req.on('error', () => {
-        errors++;
-        settle();
-      });
-      req.end(body);
-    };
-    const tick = () => {
-      const now = performance.now();
-      while (sent < total && start + sent * interval <= now) {
-        send(sent, start + sent * interval);
-        sent++;
-      }
-      if (sent < total) setTimeout(tick, Math.max(0, start + sent * interval - performance.now()));
-    };
-    setTimeout(tick, 5);
-  });
-  agent.destroy();
-  return summary(latencies, statuses, errors, (lastAnswer - start) / 1000, opts.rate);
+  for (let i = 0; i < total; i++) {
+    const status = done.statuses[i]!;
+    if (status === 0) continue;
+    latencies.push(done.latencies[i]!);
+    statuses[status] = (statuses[status] ?? 0) + 1;
+  }
+  return {
+    ...summary(latencies, statuses, done.errors, done.seconds, opts.rate),
+    clientCpuUsPerRequest: Math.round((done.cpuSeconds * 1e6) / total),
+  };
 }
 
 async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
