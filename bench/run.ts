@@ -14,7 +14,8 @@
  * the data sets down for a quick trial (the goals are judged at 1 only); BENCH_ONLY=a,b,c,d
  * runs some parts only; BENCH_PROF=<dir> writes a CPU profile of the server there;
  * BENCH_LOG_LEVEL sets the server's LOG_LEVEL (default info, as deployed); BENCH_KEEP_LOGS=1
- * keeps the children's logs (e.g. for BENCH_NODE_ARGS=--trace-gc).
+ * keeps the children's logs (e.g. for BENCH_NODE_ARGS=--trace-gc); BENCH_TRACE=<dir> writes each
+ * open-loop load's requests there as CSV, to line slow ones up with those logs.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

@@ -14,6 +14,8 @@
  * the whole run.
  */
 import { fork } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 
@@ -117,6 +119,28 @@ interface OpenLoopDone {
   errors: number;
   seconds: number;
   cpuSeconds: number;
+  startMonotonicMs: number;
+}
+
+let traces = 0;
+
+/**
+ * BENCH_TRACE=<dir>: every open-loop load's requests as a CSV there (when each was due, on
+ * CLOCK_MONOTONIC in ms, its latency and status), to line the slow ones up with the server's
+ * --trace-gc or a perf recording.
+ */
+function writeTrace(opts: LoadOptions & { rate: number }, done: OpenLoopDone): void {
+  const dir = process.env.BENCH_TRACE;
+  if (!dir) return;
+  mkdirSync(dir, { recursive: true });
+  const interval = 1000 / opts.rate;
+  const lines = ['due_monotonic_ms,latency_ms,status'];
+  for (let i = 0; i < done.statuses.length; i++) {
+    const due = done.startMonotonicMs + i * interval;
+    lines.push(`${due.toFixed(3)},${done.latencies[i]!.toFixed(3)},${done.statuses[i]}`);
+  }
+  const name = `${String(++traces).padStart(2, '0')}-${new URL(opts.url).port}-${opts.rate}per-s.csv`;
+  writeFileSync(join(dir, name), `${lines.join('\n')}\n`);
 }
 
 /**
@@ -154,6 +178,7 @@ async function openLoop(opts: LoadOptions & { rate: number }): Promise<LoadResul
     });
   });
   child.removeAllListeners('exit');
+  writeTrace(opts, done);
   const latencies: number[] = [];
   const statuses: Record<string, number> = {};
   for (let i = 0; i < total; i++) {

@@ -14,6 +14,8 @@ export interface OpenLoopResult {
   statuses: Uint16Array;
   errors: number;
   seconds: number;
+  /** when request 0 was due, in ms on CLOCK_MONOTONIC (the clock of perf and of V8's traces) */
+  startMonotonicMs: number;
 }
 
 export function responseReader(onResponse: (status: number, close: boolean) => void): {

@@ -17,7 +17,8 @@
  *   run:  { host, port, rate, connections, timeoutMs, requests: Buffer, offsets: Uint32Array }
  *         (request i is requests[offsets[i] .. offsets[i + 1]])
  *   done: { latencies: Float64Array (ms; NaN for a request that got no answer),
- *           statuses: Uint16Array (0: no answer), errors, seconds, cpuSeconds (its own) }
+ *           statuses: Uint16Array (0: no answer), errors, seconds, cpuSeconds (its own),
+ *           startMonotonicMs (when request 0 was due, on CLOCK_MONOTONIC) }
  */
 import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -106,7 +107,16 @@ export function runOpenLoop({ host, port, rate, connections, timeoutMs, requests
     const settle = () => {
       if (++settled < total) return;
       for (const s of idle) s.destroy();
-      resolve({ latencies, statuses, errors, seconds: (lastAnswer - start) / 1000 });
+      // when the first request was due, on the clock of --trace-gc and perf (CLOCK_MONOTONIC)
+      const startMonotonicMs =
+        Number(process.hrtime.bigint() / 1000n) / 1000 - (performance.now() - start);
+      resolve({
+        latencies,
+        statuses,
+        errors,
+        seconds: (lastAnswer - start) / 1000,
+        startMonotonicMs,
+      });
     };
     const fail = () => {
       errors++;
