@@ -21,6 +21,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
+import { startFlags } from '../scripts/start-flags.ts';
 import { openDatabase } from '../src/db/client.ts';
 import { migrateDatabase } from '../src/db/migrate.ts';
 import { benchCompile, type CompileBench } from './compile.ts';
@@ -250,9 +251,10 @@ async function main(): Promise<void> {
       },
       ready: READY,
       logDir,
-      // BENCH_PROF=<dir>: a CPU profile of the server, written when it stops;
-      // BENCH_NODE_ARGS: more node flags for it (e.g. --trace-gc, --heapsnapshot-signal=SIGUSR2)
+      // npm start's node flags; BENCH_PROF=<dir>: a CPU profile of the server, written when
+      // it stops; BENCH_NODE_ARGS: more node flags (e.g. --trace-gc, --max-semi-space-size=16)
       nodeArgs: [
+        ...startFlags(),
         ...(process.env.BENCH_PROF
           ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROF}`]
           : []),

@@ -1,11 +1,12 @@
 /**
  * Starts the real server as a child process the way `npm start` does: built by
- * scripts/build.mjs (once per test file), then `node dist/main.js`; finds its port in the
- * "listening" log line.
+ * scripts/build.mjs (once per test file), then `node <npm start's flags> dist/main.js`; finds
+ * its port in the "listening" log line.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { startFlags } from '../../scripts/start-flags.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -23,7 +24,7 @@ export interface ServerProcess {
 export async function startServerProcess(env: Record<string, string>): Promise<ServerProcess> {
   built ??= promisify(execFile)(process.execPath, ['scripts/build.mjs'], { cwd: ROOT });
   await built;
-  const child = spawn(process.execPath, ['dist/main.js'], {
+  const child = spawn(process.execPath, [...startFlags(), 'dist/main.js'], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
