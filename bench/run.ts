@@ -30,6 +30,7 @@ import { benchDispatch, type DispatchBench } from './dispatch.ts';
 import { benchIngest, type IngestBench } from './ingest.ts';
 import { type Child, ROOT, sampleMemory, spawnChild } from './lib/children.ts';
 import { createBenchDatabase, DEFAULT_ADMIN_URL } from './lib/database.ts';
+import { machineShare, machineTicks } from './lib/metrics.ts';
 import { benchRead, type ReadBench } from './read.ts';
 import { benchSpeech, type SpeechBench } from './speech.ts';
 
@@ -199,6 +200,8 @@ async function main(): Promise<void> {
   const seconds = Number(process.env.BENCH_SECONDS ?? 10);
   const scale = Number(process.env.BENCH_SCALE ?? 1);
   const started = Date.now();
+  const runTicks = machineTicks();
+  let ticks = runTicks;
   let rssOf: () => string = () => '';
   const log = (m: string) =>
     console.error(`[bench ${round((Date.now() - started) / 1000, 0)}s${rssOf()}] ${m}`);
@@ -239,6 +242,14 @@ async function main(): Promise<void> {
     });
     children.push(bare);
     execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: ROOT, stdio: 'inherit' });
+    // npm start's node flags; BENCH_PROF=<dir>: a CPU profile of the server, written when
+    // it stops; BENCH_NODE_ARGS: more node flags (e.g. --trace-gc, --max-semi-space-size=16).
+    // Recorded with the results: a run with other flags measured something else.
+    const serverNodeArgs = [
+      ...startFlags(),
+      ...(process.env.BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROF}`] : []),
+      ...(process.env.BENCH_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? []),
+    ];
     const server = await spawnChild({
       name: 'switchboard',
       entry: 'dist/main.js',
@@ -251,15 +262,7 @@ async function main(): Promise<void> {
       },
       ready: READY,
       logDir,
-      // npm start's node flags; BENCH_PROF=<dir>: a CPU profile of the server, written when
-      // it stops; BENCH_NODE_ARGS: more node flags (e.g. --trace-gc, --max-semi-space-size=16)
-      nodeArgs: [
-        ...startFlags(),
-        ...(process.env.BENCH_PROF
-          ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROF}`]
-          : []),
-        ...(process.env.BENCH_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? []),
-      ],
+      nodeArgs: serverNodeArgs,
     });
     children.push(server);
     const memory = sampleMemory(server);
@@ -270,9 +273,14 @@ async function main(): Promise<void> {
     // after each part, and the highest RSS sampled while that part ran
     const rssMB: Record<string, number> = {};
     const partPeakMB: Record<string, number> = {};
+    // the machine's CPU by part: how busy it was, and how much the hypervisor took away
+    const cpuByPart: Record<string, ReturnType<typeof machineShare>> = {};
     const mark = (part: string) => {
       rssMB[part] = round((memory.peakKiB() * 1024) / 1e6, 1);
       partPeakMB[part] = round((memory.section() * 1024) / 1e6, 1);
+      const now = machineTicks();
+      cpuByPart[part] = machineShare(ticks, now);
+      ticks = now;
     };
     const loadBefore = loadavg()[0]!;
     mark('started');
@@ -307,10 +315,18 @@ async function main(): Promise<void> {
       peakRssAfterMB: rssMB,
       peakRssInPartMB: partPeakMB,
       loadAverage: { before: round(loadBefore, 2), after: round(loadavg()[0]!, 2) },
+      machineCpu: { run: machineShare(runTicks, machineTicks()), byPart: cpuByPart },
     };
     const rows = goals(results);
     console.log('');
     printTable(rows);
+    const stolen = Object.entries(results.machineCpu.byPart).map(
+      ([p, c]) => `${p} ${c.stealPercent}%`,
+    );
+    console.log(
+      `\nCPU stolen by the hypervisor: ${stolen.join(', ')} (a starved VM, not the code, if high)`,
+    );
+    console.log(`server node flags: ${serverNodeArgs.join(' ') || 'none'}`);
     console.log('');
     const at = new Date();
     const out = {
@@ -318,6 +334,7 @@ async function main(): Promise<void> {
       seconds,
       scale,
       machine: machine(String(pg!.v)),
+      serverNodeArgs,
       goals: rows,
       results,
       durationSeconds: round((Date.now() - started) / 1000, 0),

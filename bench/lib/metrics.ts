@@ -120,3 +120,43 @@ export async function cpuMeter(
     },
   };
 }
+
+/** The whole machine's CPU time so far, in clock ticks, from the first line of /proc/stat. */
+export interface MachineTicks {
+  busy: number;
+  /** time the hypervisor gave this VM's CPUs to someone else while they had work */
+  steal: number;
+  total: number;
+}
+
+export function machineTicks(): MachineTicks {
+  // cpu  user nice system idle iowait irq softirq steal guest guest_nice
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync('/proc/stat', 'utf8')
+    .split('\n', 1)[0]!
+    .trim()
+    .split(/\s+/)
+    .slice(1, 9)
+    .map(Number) as [number, number, number, number, number, number, number, number];
+  const busy = user + nice + system + irq + softirq;
+  return { busy, steal, total: busy + idle + iowait + steal };
+}
+
+/**
+ * How the machine's CPUs were used between two readings, in percent of all their time: busy
+ * (anyone's work, the bench's own included) and stolen by the hypervisor. A run with steal
+ * well above zero measured a starved VM, not the code.
+ */
+export function machineShare(
+  before: MachineTicks,
+  after: MachineTicks,
+): {
+  busyPercent: number;
+  stealPercent: number;
+} {
+  const total = after.total - before.total;
+  const pct = (n: number) => (total > 0 ? Math.round((n / total) * 1000) / 10 : 0);
+  return {
+    busyPercent: pct(after.busy - before.busy),
+    stealPercent: pct(after.steal - before.steal),
+  };
+}
