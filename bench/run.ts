@@ -30,6 +30,7 @@ import { benchDispatch, type DispatchBench } from './dispatch.ts';
 import { benchIngest, type IngestBench } from './ingest.ts';
 import { type Child, ROOT, sampleMemory, spawnChild } from './lib/children.ts';
 import { createBenchDatabase, DEFAULT_ADMIN_URL } from './lib/database.ts';
+import type { LoadResult } from './lib/load.ts';
 import { machineShare, machineTicks } from './lib/metrics.ts';
 import { benchRead, type ReadBench } from './read.ts';
 import { benchSpeech, type SpeechBench } from './speech.ts';
@@ -181,13 +182,36 @@ function restRows(
 }
 
 function printTable(rows: GoalRow[]): void {
-  const header = ['goal', 'figure', 'target', 'met'];
-  const cells = rows.map((r) => [
-    r.goal,
-    r.figure,
-    r.target,
-    r.met === null ? '-' : r.met ? 'met' : 'NOT MET',
-  ]);
+  printGrid(
+    ['goal', 'figure', 'target', 'met'],
+    rows.map((r) => [r.goal, r.figure, r.target, r.met === null ? '-' : r.met ? 'met' : 'NOT MET']),
+  );
+}
+
+/** (a) in full: both endpoints, both loads, side by side. */
+function printIngest(ingest: IngestBench): void {
+  const row = (load: string, endpoint: string, r: LoadResult, ratio = '') => [
+    load,
+    endpoint,
+    String(r.rps),
+    String(round(r.p50)),
+    String(round(r.p99)),
+    ratio,
+  ];
+  const { saturation: sat, offered } = ingest;
+  const offeredRatio = String(round(offered.switchboard.rps / offered.bare.rps, 3));
+  printGrid(
+    ['(a) load', 'endpoint', 'req/s', 'p50 ms', 'p99 ms', 'ratio of req/s'],
+    [
+      row('saturation', '/hooks/delivery', sat.switchboard, String(sat.ratio)),
+      row('saturation', 'bare Hono', sat.bare),
+      row('2000/s offered', '/hooks/delivery', offered.switchboard, offeredRatio),
+      row('2000/s offered', 'bare Hono', offered.bare),
+    ],
+  );
+}
+
+function printGrid(header: string[], cells: string[][]): void {
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
   const line = (c: string[]) => `| ${c.map((v, i) => v.padEnd(widths[i]!)).join(' | ')} |`;
   console.log(line(header));
@@ -319,6 +343,10 @@ async function main(): Promise<void> {
     };
     const rows = goals(results);
     console.log('');
+    if (done(ingest)) {
+      printIngest(ingest);
+      console.log('');
+    }
     printTable(rows);
     const stolen = Object.entries(results.machineCpu.byPart).map(
       ([p, c]) => `${p} ${c.stealPercent}%`,
