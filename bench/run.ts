@@ -31,7 +31,7 @@ import { benchIngest, type IngestBench } from './ingest.ts';
 import { type Child, ROOT, sampleMemory, spawnChild } from './lib/children.ts';
 import { createBenchDatabase, DEFAULT_ADMIN_URL } from './lib/database.ts';
 import type { LoadResult } from './lib/load.ts';
-import { machineShare, machineTicks } from './lib/metrics.ts';
+import { type MachineShare, machineShare, machineTicks } from './lib/metrics.ts';
 import { benchRead, type ReadBench } from './read.ts';
 import { benchSpeech, type SpeechBench } from './speech.ts';
 
@@ -298,7 +298,7 @@ async function main(): Promise<void> {
     const rssMB: Record<string, number> = {};
     const partPeakMB: Record<string, number> = {};
     // the machine's CPU by part: how busy it was, and how much the hypervisor took away
-    const cpuByPart: Record<string, ReturnType<typeof machineShare>> = {};
+    const cpuByPart: Record<string, MachineShare> = {};
     const mark = (part: string) => {
       rssMB[part] = round((memory.peakKiB() * 1024) / 1e6, 1);
       partPeakMB[part] = round((memory.section() * 1024) / 1e6, 1);

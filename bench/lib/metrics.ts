@@ -141,18 +141,17 @@ export function machineTicks(): MachineTicks {
   return { busy, steal, total: busy + idle + iowait + steal };
 }
 
+export interface MachineShare {
+  busyPercent: number;
+  stealPercent: number;
+}
+
 /**
  * How the machine's CPUs were used between two readings, in percent of all their time: busy
  * (anyone's work, the bench's own included) and stolen by the hypervisor. A run with steal
  * well above zero measured a starved VM, not the code.
  */
-export function machineShare(
-  before: MachineTicks,
-  after: MachineTicks,
-): {
-  busyPercent: number;
-  stealPercent: number;
-} {
+export function machineShare(before: MachineTicks, after: MachineTicks): MachineShare {
   const total = after.total - before.total;
   const pct = (n: number) => (total > 0 ? Math.round((n / total) * 1000) / 10 : 0);
   return {
