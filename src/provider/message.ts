@@ -1,26 +1,23 @@
 /**
- * The message object of the provider (seed 2.3), its messageData per type (2.4), the
- * speechcall menu (2.5, in `menu.ts`), fallbacks, and the messagelist request and responses
- * (2.6), as zod schemas with every rule the seed states.
+ * The message object of the provider's messagelist API, its messageData per type, the
+ * speechcall menu (`menu.ts`), fallbacks, and the messagelist request and responses, as zod
+ * schemas. docs/provider.md describes the interface and lists every choice made here where
+ * the provider's public documentation and the condensed interface disagree; in short, every
+ * documented form is accepted, and `validateMessage` answers one canonical form, which is
+ * also what Switchboard sends (`toWireMessage` writes its fallbacks as the docs do).
  *
- * Decisions where the seed is silent (each is a single place to change):
- * - `viber_trans` is accepted and normalised to `viber_service` on parse.
- * - The RCS message is not modelled: the seed names no `type` value nor fields for it.
- * - viber_survey options live in `messageData.options` (an array of strings).
- * - viber_promo: `img` and `buttonAction` are absolute http(s) URLs; `buttonText` and
- *   `buttonAction` come together; a button needs text; an image with text needs a button
- *   (the seed's three variants); plain text alone is allowed too. Video: `video`,
- *   `thumbnail`, `fileSize`, `duration` all together, and not with `img`.
- * - viber_otp: `templateParams.pin` is required; the other two keys are optional; any other
- *   key (including `PIN`, since keys are case-sensitive) is refused.
- * - The SMS sender rule (11 ASCII letters or digits, or a phone number) applies to sms; other
- *   types need a non-empty sender (Viber alpha-names may hold spaces).
- * - Text lengths (survey title, options, carousel titles) count Unicode code points.
- * - Dates must carry a zone (`Z` or `+02:00`): a dispatch time without one is ambiguous.
- * - A fallback is a full message of its own type (same rules) but cannot nest fallbacks.
- * - messageData is refused on sms, flashcall and speechcall (the seed shows none), and free
- *   form on viber_session and flashcall_callback (the seed shows none, but does not say
- *   there is none).
+ * Canonical forms (input aliases in brackets):
+ * - type `viber_trans` [`viber_service`]; `rcs` is a type of its own;
+ * - `fallbacks: [...]`, each with its own `from` and `to` [`fallback: {...}`, one object whose
+ *   from/to default to the message's];
+ * - viber_promo messageData `{img, buttonText, buttonAction, video, ...}` [`{image, button:
+ *   {text, url}}`];
+ * - viber_carousel buttons `{text, url}` [`{label, actionUrl}`];
+ * - viber_survey messageData `{survey: {options}}` [`{options}`].
+ *
+ * Rules Switchboard adds where the docs are silent (each a single place to change): dates
+ * carry a zone; a fallback cannot nest fallbacks; text lengths count Unicode code points;
+ * messageData is refused on sms and speechcall, whose pages show none.
  */
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import { z } from 'zod';
@@ -31,27 +28,54 @@ import { DEFAULT_MAX_SMS_PARTS, type SmsEncoding, smsSegments } from './sms.ts';
 
 export const MESSAGE_TYPES = [
   'sms',
-  'viber_service',
+  'viber_trans',
   'viber_promo',
   'viber_carousel',
   'viber_survey',
   'viber_otp',
   'viber_session',
+  'rcs',
   'flashcall_callback',
   'flashcall',
   'speechcall',
 ] as const;
-/** The seed's message types; `viber_trans` is an input alias of `viber_service`. */
+/** The provider's message types; `viber_service` is an input alias of `viber_trans`. */
 export const MessageType = z.enum(MESSAGE_TYPES);
 export type MessageType = z.infer<typeof MessageType>;
 
-/** Seed 2.3: seconds a message lives when neither dtExpire nor ttl is given. */
+/** Seconds a message lives when neither dtExpire nor ttl is given (docs/provider.md). */
 export const DEFAULT_TTL_SECONDS: Readonly<Partial<Record<MessageType, number>>> = {
   sms: 86_400,
-  viber_service: 345_600,
+  viber_trans: 345_600,
   viber_promo: 604_800,
   viber_session: 604_800,
+  // flashcall.md, "Parameters": ttl, default 60
+  flashcall: 60,
 };
+
+/** The life of a message that states none and whose type has no default (the longest default). */
+export const DEFAULT_LIFETIME_SECONDS = 604_800;
+
+/**
+ * When a message's life ends: its dtExpire, or its start (dtSend, else `sentAt`) plus its TTL
+ * (else its type's default, else `lifetimeSeconds`); then each fallback in turn, which starts
+ * when the one before it ends (or at its own dtSend, if later). A message with no final status
+ * by then never will have one.
+ *
+ * @example
+ * deadlineOf({ ...sms, ttl: 60 }, new Date(0), 604800) // 1970-01-01T00:01:00.000Z
+ */
+export function deadlineOf(m: Message, sentAt: Date, lifetimeSeconds: number): Date {
+  const end = (one: Single<Message>, start: number): number => {
+    if (one.dtSend !== undefined) start = Math.max(start, Date.parse(one.dtSend));
+    if (one.dtExpire !== undefined) return Math.max(start, Date.parse(one.dtExpire));
+    const ttl = one.ttl ?? DEFAULT_TTL_SECONDS[one.type] ?? lifetimeSeconds;
+    return start + ttl * 1000;
+  };
+  let at = end(m, sentAt.getTime());
+  for (const f of m.fallbacks ?? []) at = end(f, at);
+  return new Date(at);
+}
 
 /** Most messages in one messagelist request (seed 4 and 8). */
 export const MAX_MESSAGES_PER_LIST = 5000;
@@ -89,19 +113,23 @@ function missing(field: string) {
 
 const ALPHA_SENDER = /^[A-Za-z0-9]{1,11}$/;
 
+/** A numeric sender written as E.164: `+` and 7 to 15 digits (a two-way SMS number). */
+const NUMERIC_SENDER = /^\+[0-9]{7,15}$/;
+
 /**
  * The SMS sender rule: up to 11 ASCII letters or digits with no spaces or special
- * characters, or a phone number (for two-way SMS), with or without the leading `+`.
+ * characters, or a phone number (for two-way SMS). A number written with `+` is taken by its
+ * shape: the docs' own example sender, +380123456789, is not in any numbering plan
+ * libphonenumber knows. Digits without the `+` beyond 11 must be a valid number.
  *
  * @example
  * isSmsSender('Acme') // true
  * isSmsSender('Acme Shop') // false
- * isSmsSender('+380501234567') // true
+ * isSmsSender('+380123456789') // true
  */
 export function isSmsSender(from: string): boolean {
-  if (ALPHA_SENDER.test(from)) return true;
-  const digits = from.startsWith('+') ? from.slice(1) : from;
-  return /^[0-9]+$/.test(digits) && isE164(`+${digits}`);
+  if (ALPHA_SENDER.test(from) || NUMERIC_SENDER.test(from)) return true;
+  return /^[0-9]+$/.test(from) && isE164(`+${from}`);
 }
 
 export const SmsSender = z.string(missing('from')).superRefine((from, ctx) => {
@@ -192,50 +220,98 @@ export const LanguageCode = z.string().superRefine((code, ctx) => {
 });
 
 // ---------------------------------------------------------------------------------------
-// messageData per type (seed 2.4)
+// messageData per type (docs/provider.md, "Message types")
 
-export const ViberServiceData = z.strictObject({
-  fileUrl: HttpUrl,
-  fileName: z.string().min(1),
-  fileType: z.string().min(1),
+/** A phone number written as E.164, judged by its shape (flash-call caller ids, RCS dial). */
+export const PhoneShape = z.string().superRefine((v, ctx) => {
+  if (NUMERIC_SENDER.test(v)) return;
+  addRule(ctx, [], 'INVALID_PHONE', 'must be a phone number written as + and 7 to 15 digits');
 });
-export type ViberServiceData = z.infer<typeof ViberServiceData>;
 
+/** viber_trans: a document attached to the text (viber.md, "Viber Transactional"). */
+export const ViberTransData = z.strictObject({
+  fileUrl: HttpUrl,
+  fileName: z.string().min(1).optional(),
+  fileType: z.string().min(1).optional(),
+});
+export type ViberTransData = z.infer<typeof ViberTransData>;
+
+const ButtonText = z.string().min(1, 'a button needs text');
+
+/**
+ * viber_promo: image, text, button or video (viber.md, "Viber Promo"); the `image` and
+ * `button: {text, url}` of send-message.md's example are read as `img`, `buttonText`,
+ * `buttonAction`.
+ */
 export const ViberPromoData = z
   .strictObject({
     img: HttpUrl.optional(),
-    buttonText: z.string().min(1).optional(),
+    buttonText: ButtonText.optional(),
     buttonAction: HttpUrl.optional(),
     video: HttpUrl.optional(),
     thumbnail: HttpUrl.optional(),
     fileSize: z.number().int().positive().optional(),
     duration: z.number().int().positive().optional(),
+    image: HttpUrl.optional(),
+    button: z.strictObject({ text: ButtonText, url: HttpUrl }).optional(),
   })
   .superRefine((d, ctx) => {
+    if (d.image !== undefined && d.img !== undefined) {
+      addRule(ctx, ['image'], 'INVALID_PROMO', 'give the image once, as img (or image)');
+    }
+    if (d.button !== undefined && (d.buttonText ?? d.buttonAction) !== undefined) {
+      addRule(ctx, ['button'], 'INVALID_PROMO', 'give the button once: button or buttonText');
+    }
     if ((d.buttonText === undefined) !== (d.buttonAction === undefined)) {
       const missing = d.buttonText === undefined ? 'buttonText' : 'buttonAction';
       addRule(ctx, [missing], 'INVALID_PROMO', 'a button needs both buttonText and buttonAction');
     }
-    const videoFields = ['video', 'thumbnail', 'fileSize', 'duration'] as const;
-    const given = videoFields.filter((f) => d[f] !== undefined);
-    if (given.length > 0) {
-      for (const f of videoFields) {
-        if (d[f] === undefined) {
-          addRule(ctx, [f], 'INVALID_PROMO', `a video promo needs ${videoFields.join(', ')}`);
-        }
+    if (d.video === undefined) {
+      for (const f of ['thumbnail', 'fileSize', 'duration'] as const) {
+        if (d[f] !== undefined) addRule(ctx, [f], 'INVALID_PROMO', `${f} describes a video`);
       }
-      if (d.img !== undefined) {
-        addRule(ctx, ['img'], 'INVALID_PROMO', 'a promo carries an image or a video, not both');
-      }
+    } else if ((d.img ?? d.image) !== undefined) {
+      addRule(ctx, ['video'], 'INVALID_PROMO', 'a promo carries an image or a video, not both');
     }
+  })
+  .transform(({ image, button, ...d }) => {
+    const out: Omit<typeof d, never> = { ...d };
+    if (image !== undefined) out.img = image;
+    if (button !== undefined) {
+      out.buttonText = button.text;
+      out.buttonAction = button.url;
+    }
+    return out;
   });
-export type ViberPromoData = z.infer<typeof ViberPromoData>;
+export type ViberPromoData = z.output<typeof ViberPromoData>;
 
-export const CarouselButton = z.strictObject({
-  label: z.string().min(1),
-  actionUrl: HttpUrl,
-});
-export type CarouselButton = z.infer<typeof CarouselButton>;
+/** A carousel button: `{text, url}` (viber.md), or `{label, actionUrl}`. */
+export const CarouselButton = z
+  .strictObject({
+    text: ButtonText.optional(),
+    url: HttpUrl.optional(),
+    label: ButtonText.optional(),
+    actionUrl: HttpUrl.optional(),
+  })
+  .superRefine((b, ctx) => {
+    const docs = b.text !== undefined || b.url !== undefined;
+    const other = b.label !== undefined || b.actionUrl !== undefined;
+    if (docs && other) {
+      addRule(ctx, [], 'INVALID_BUTTON', 'a button is {text, url} or {label, actionUrl}, not both');
+    } else if (other) {
+      if (b.label === undefined) addRule(ctx, ['label'], 'REQUIRED', 'a button needs a label');
+      if (b.actionUrl === undefined)
+        addRule(ctx, ['actionUrl'], 'REQUIRED', 'a button needs a url');
+    } else {
+      if (b.text === undefined) addRule(ctx, ['text'], 'REQUIRED', 'a button needs text');
+      if (b.url === undefined) addRule(ctx, ['url'], 'REQUIRED', 'a button needs a url');
+    }
+  })
+  .transform((b) => ({
+    text: (b.text ?? b.label) as string,
+    url: (b.url ?? b.actionUrl) as string,
+  }));
+export type CarouselButton = z.output<typeof CarouselButton>;
 
 export const CarouselItem = z.strictObject({
   title: textField('a carousel title', { min: 2, max: 38 }),
@@ -248,7 +324,7 @@ export const CarouselItem = z.strictObject({
   primaryButton: CarouselButton,
   secondaryButton: CarouselButton,
 });
-export type CarouselItem = z.infer<typeof CarouselItem>;
+export type CarouselItem = z.output<typeof CarouselItem>;
 
 export const ViberCarouselData = z.strictObject(
   {
@@ -264,60 +340,157 @@ export const ViberCarouselData = z.strictObject(
   },
   { error: requiredMessage('messageData (carousel.items)') },
 );
-export type ViberCarouselData = z.infer<typeof ViberCarouselData>;
+export type ViberCarouselData = z.output<typeof ViberCarouselData>;
 
-export const ViberSurveyData = z.strictObject(
-  {
-    options: z
-      .array(textField('a survey option', { max: 50 }))
-      .min(2, 'a survey needs 2 to 5 options')
-      .max(5, 'a survey needs 2 to 5 options'),
-  },
-  { error: requiredMessage('messageData (options)') },
-);
-export type ViberSurveyData = z.infer<typeof ViberSurveyData>;
+/** Most and fewest survey answers: viber.md allows 1 to 5 (the condensed interface 2 to 5). */
+export const SURVEY_OPTIONS = { min: 1, max: 5 } as const;
+const SurveyOptions = z
+  .array(textField('a survey option', { max: 50 }))
+  .min(SURVEY_OPTIONS.min, `a survey needs ${SURVEY_OPTIONS.min} to ${SURVEY_OPTIONS.max} options`)
+  .max(SURVEY_OPTIONS.max, `a survey needs ${SURVEY_OPTIONS.min} to ${SURVEY_OPTIONS.max} options`);
 
-/** The case-sensitive keys of viber_otp templateParams. */
-export const OTP_PARAM_KEYS = ['pin', 'business_platform_name', 'code_validity_time'] as const;
-
-export const OtpTemplateParams = z
-  .record(z.string(), z.union([z.string().min(1), z.number()]))
-  .superRefine((params, ctx) => {
-    for (const key of Object.keys(params)) {
-      if ((OTP_PARAM_KEYS as readonly string[]).includes(key)) continue;
-      const near = OTP_PARAM_KEYS.find((k) => k.toLowerCase() === key.toLowerCase());
-      addRule(
-        ctx,
-        [key],
-        'UNKNOWN_TEMPLATE_PARAM',
-        near
-          ? `templateParams keys are case-sensitive: write "${near}", not "${key}"`
-          : `unknown templateParams key "${key}"; keys are ${OTP_PARAM_KEYS.join(', ')}`,
-      );
+/** viber_survey: `{survey: {options}}` (viber.md), or `{options}`. */
+export const ViberSurveyData = z
+  .strictObject(
+    {
+      survey: z
+        .strictObject({ options: SurveyOptions }, { error: requiredMessage('survey.options') })
+        .optional(),
+      options: SurveyOptions.optional(),
+    },
+    { error: requiredMessage('messageData (survey.options)') },
+  )
+  .superRefine((d, ctx) => {
+    if (d.survey === undefined && d.options === undefined) {
+      addRule(ctx, ['survey', 'options'], 'REQUIRED', 'a survey needs messageData.survey.options');
+    } else if (d.survey !== undefined && d.options !== undefined) {
+      addRule(ctx, ['options'], 'INVALID_SURVEY', 'give the options once, under survey.options');
     }
-    if (params.pin === undefined)
-      addRule(ctx, ['pin'], 'REQUIRED', 'templateParams.pin is required');
-  });
+  })
+  .transform((d) => ({ survey: { options: (d.survey?.options ?? d.options) as string[] } }));
+export type ViberSurveyData = z.output<typeof ViberSurveyData>;
 
-export const ViberOtpData = z.strictObject(
-  {
-    templateId: textField('templateId'),
-    templateLang: LanguageCode,
-    templateParams: OtpTemplateParams,
-  },
-  { error: requiredMessage('messageData (templateId, templateLang, templateParams)') },
-);
+/**
+ * viber_otp: a registered template with its own parameters (viber.md, "Viber OTP": the
+ * template names them, case-sensitively: `PIN`, `TIME`, ...), or a code and its validity in
+ * seconds (send-message.md's example).
+ */
+export const ViberOtpData = z
+  .strictObject(
+    {
+      templateId: textField('templateId').optional(),
+      templateLang: LanguageCode.optional(),
+      templateParams: z.record(z.string().min(1), z.union([z.string(), z.number()])).optional(),
+      code: z
+        .union([
+          z.string().regex(/^[0-9A-Za-z]{1,16}$/, 'a code is 1 to 16 letters or digits'),
+          z.number().int().nonnegative(),
+        ])
+        .optional(),
+      validity: z.number().int().positive('validity is a positive number of seconds').optional(),
+    },
+    { error: requiredMessage('messageData (templateId, templateLang, templateParams)') },
+  )
+  .superRefine((d, ctx) => {
+    const template = ['templateId', 'templateLang', 'templateParams'] as const;
+    const usesTemplate = template.some((f) => d[f] !== undefined);
+    if (usesTemplate && (d.code !== undefined || d.validity !== undefined)) {
+      addRule(ctx, ['code'], 'INVALID_OTP', 'an OTP is a template or a code, not both');
+      return;
+    }
+    if (usesTemplate || d.code === undefined) {
+      for (const f of template) {
+        if (d[f] === undefined) addRule(ctx, [f], 'REQUIRED', `a template OTP needs ${f}`);
+      }
+    }
+  });
 export type ViberOtpData = z.infer<typeof ViberOtpData>;
 
-/** Free-form messageData for types whose data the seed does not show. */
+/** flashcall: the number that will call (flashcall.md, "Basic Flash Call"). */
+export const FlashcallData = z.strictObject(
+  { callerId: PhoneShape },
+  { error: requiredMessage('messageData (callerId)') },
+);
+export type FlashcallData = z.infer<typeof FlashcallData>;
+
+/** Media an RCS message may carry (rcs.md, "Media Specifications"). */
+export const RCS_MEDIA_TYPES = [
+  'image/jpeg',
+  'image/png',
+  'image/gif',
+  'video/mp4',
+  'video/3gpp',
+  'audio/mpeg',
+  'audio/aac',
+] as const;
+/** rcs.md, "Best Practices": at most 4 buttons per message. */
+export const RCS_MAX_BUTTONS = 4;
+/** rcs.md, "Overview": up to 3072 characters. */
+export const RCS_MAX_TEXT = 3072;
+
+export const RcsMedia = z.strictObject({
+  url: HttpUrl,
+  type: z.string().superRefine((t, ctx) => {
+    if ((RCS_MEDIA_TYPES as readonly string[]).includes(t.toLowerCase())) return;
+    addRule(
+      ctx,
+      [],
+      'INVALID_MEDIA_TYPE',
+      `media type must be one of ${RCS_MEDIA_TYPES.join(', ')}`,
+    );
+  }),
+  height: z.number().int().positive().optional(),
+  width: z.number().int().positive().optional(),
+  thumbnail: HttpUrl.optional(),
+});
+
+/** The four button actions of rcs.md, "Button Actions". */
+export const RcsAction = z.discriminatedUnion(
+  'type',
+  [
+    z.strictObject({ type: z.literal('openUrl'), url: HttpUrl }),
+    z.strictObject({ type: z.literal('dial'), phoneNumber: PhoneShape }),
+    z.strictObject({ type: z.literal('shareLocation') }),
+    z.strictObject({
+      type: z.literal('createCalendarEvent'),
+      title: textField('an event title'),
+      startTime: IsoDateTime,
+      endTime: IsoDateTime.optional(),
+    }),
+  ],
+  { error: 'action type must be openUrl, dial, shareLocation or createCalendarEvent' },
+);
+
+export const RcsButton = z.strictObject({ text: ButtonText, action: RcsAction });
+const RcsButtons = z
+  .array(RcsButton)
+  .min(1, 'buttons must hold at least one button')
+  .max(RCS_MAX_BUTTONS, `at most ${RCS_MAX_BUTTONS} buttons`);
+
+export const RcsCard = z.strictObject({
+  title: textField('a card title'),
+  description: textField('a card description', { min: 0 }).optional(),
+  media: RcsMedia.optional(),
+  buttons: RcsButtons.optional(),
+});
+
+/** rcs: media, buttons or a carousel of cards (rcs.md). */
+export const RcsData = z.strictObject({
+  media: RcsMedia.optional(),
+  buttons: RcsButtons.optional(),
+  carousel: z
+    .strictObject({ cards: z.array(RcsCard).min(1, 'a carousel needs at least one card') })
+    .optional(),
+});
+export type RcsData = z.infer<typeof RcsData>;
+
+/** Free-form messageData for types whose data no source shows (viber_session, flashcall_callback). */
 const OpenData = z.record(z.string(), z.unknown());
 
 // ---------------------------------------------------------------------------------------
 // The message variants
 
 const common = {
-  from: Sender,
-  to: Recipient,
   customerMessageId: z.string().min(1).max(256).optional(),
   dtSend: IsoDateTime.optional(),
   dtExpire: IsoDateTime.optional(),
@@ -333,19 +506,30 @@ function strict(type: string) {
   };
 }
 
-// Built twice: once without `fallbacks` (a fallback cannot nest them) and once with. The
-// variants stay plain objects; rules across fields live in `crossFieldRules`, on the union.
-function variants<E extends z.core.$ZodLooseShape>(extra: E) {
+// Built twice: for a fallback (from and to may be left to the message's, no fallbacks of its
+// own) and for a message. The variants stay plain objects; rules across fields live in
+// `crossFieldRules`, on the union.
+function variants<E extends z.core.$ZodLooseShape, F extends boolean>(extra: E, fallback: F) {
+  const addressing = {
+    from: fallback ? Sender.optional() : Sender,
+    to: fallback ? Recipient.optional() : Recipient,
+  } as F extends true
+    ? { from: z.ZodOptional<typeof Sender>; to: z.ZodOptional<typeof Recipient> }
+    : { from: typeof Sender; to: typeof Recipient };
   const variant = <T extends z.core.$ZodLooseShape>(type: string, shape: T) =>
-    z.strictObject({ ...common, ...extra, ...shape }, strict(type));
+    z.strictObject({ ...addressing, ...common, ...extra, ...shape }, strict(type));
   return z.discriminatedUnion(
     'type',
     [
-      variant('sms', { type: z.literal('sms'), from: SmsSender, text: textField('text') }),
-      variant('viber_service', {
-        type: z.enum(['viber_service', 'viber_trans']).transform(() => 'viber_service' as const),
+      variant('sms', {
+        type: z.literal('sms'),
+        from: fallback ? SmsSender.optional() : SmsSender,
+        text: textField('text'),
+      }),
+      variant('viber_trans', {
+        type: z.enum(['viber_trans', 'viber_service']).transform(() => 'viber_trans' as const),
         text: textField('text').optional(),
-        messageData: ViberServiceData.optional(),
+        messageData: ViberTransData.optional(),
       }),
       variant('viber_promo', {
         type: z.literal('viber_promo'),
@@ -372,13 +556,19 @@ function variants<E extends z.core.$ZodLooseShape>(extra: E) {
         text: textField('text'),
         messageData: OpenData.optional(),
       }),
+      variant('rcs', {
+        type: z.literal('rcs'),
+        text: textField('text', { max: RCS_MAX_TEXT }),
+        messageData: RcsData.optional(),
+      }),
       variant('flashcall', {
         type: z.literal('flashcall'),
-        // The last digits of the calling number; omitted, the provider picks a random code.
+        // The last digits of the calling number; omitted, the provider picks the code.
         text: z
           .string()
           .regex(/^[0-9]+$/, 'flashcall text must be digits (the code)')
           .optional(),
+        messageData: FlashcallData.optional(),
       }),
       variant('flashcall_callback', {
         type: z.literal('flashcall_callback'),
@@ -391,16 +581,22 @@ function variants<E extends z.core.$ZodLooseShape>(extra: E) {
         menu: speechMenu('menu is required for speechcall'),
       }),
     ],
-    { error: `type must be one of ${MESSAGE_TYPES.join(', ')} (or viber_trans)` },
+    {
+      error: `type must be one of ${MESSAGE_TYPES.join(', ')} (or viber_service, read as viber_trans)`,
+    },
   );
 }
 
-const FallbackUnion = variants({
-  fallbacks: z.undefined({ error: 'a fallback cannot carry fallbacks of its own' }).optional(),
-});
+const FallbackUnion = variants(
+  {
+    fallbacks: z.undefined({ error: 'a fallback cannot carry fallbacks of its own' }).optional(),
+    fallback: z.undefined({ error: 'a fallback cannot carry a fallback of its own' }).optional(),
+  },
+  true,
+);
 type Ctx = Parameters<typeof addRule>[0];
 /** A message without its fallbacks: what the rules of one message look at. */
-type Single<T> = T extends unknown ? Omit<T, 'fallbacks'> : never;
+type Single<T> = T extends unknown ? Omit<T, 'fallbacks' | 'fallback'> : never;
 
 function crossFieldRules(m: Single<z.output<typeof FallbackUnion>>, ctx: Ctx): void {
   if (m.dtSend !== undefined && m.dtExpire !== undefined) {
@@ -408,44 +604,113 @@ function crossFieldRules(m: Single<z.output<typeof FallbackUnion>>, ctx: Ctx): v
       addRule(ctx, ['dtExpire'], 'EXPIRE_BEFORE_SEND', 'dtExpire must be after dtSend');
     }
   }
-  if (m.type === 'viber_service' && m.text === undefined && m.messageData === undefined) {
-    addRule(ctx, ['text'], 'TEXT_REQUIRED', 'viber_service needs text or a file attachment');
+  if (m.type === 'viber_trans' && m.text === undefined && m.messageData === undefined) {
+    addRule(ctx, ['text'], 'TEXT_REQUIRED', 'viber_trans needs text or a file attachment');
   }
   if (m.type === 'viber_promo') {
     const d = m.messageData ?? {};
-    const hasButton = d.buttonText !== undefined;
     if (m.text === undefined && d.img === undefined && d.video === undefined) {
       addRule(ctx, ['text'], 'TEXT_REQUIRED', 'viber_promo needs text, an image or a video');
     }
-    if (hasButton && m.text === undefined) {
+    if (d.buttonText !== undefined && m.text === undefined) {
       addRule(ctx, ['text'], 'INVALID_PROMO', 'a promo button needs text');
-    }
-    if (d.img !== undefined && m.text !== undefined && !hasButton) {
-      addRule(
-        ctx,
-        ['messageData', 'buttonText'],
-        'INVALID_PROMO',
-        'an image with text needs a button (buttonText and buttonAction)',
-      );
     }
   }
 }
 
-/** A message used as a fallback: any type, same rules, no fallbacks of its own. */
-export const Fallback = FallbackUnion.superRefine(crossFieldRules);
-export type Fallback = z.output<typeof Fallback>;
+/** A fallback as it is given: any type, same rules, no fallbacks of its own. */
+export const FallbackInput = FallbackUnion.superRefine(crossFieldRules);
+/** A fallback in canonical form: its own sender and recipient, always. */
+export type Fallback = Single<z.output<typeof FallbackUnion>> & { from: string; to: string };
+
+const MessageUnion = variants(
+  {
+    fallbacks: z.array(FallbackInput).min(1).optional(),
+    fallback: FallbackInput.optional(),
+  },
+  false,
+);
+type ParsedMessage = z.output<typeof MessageUnion>;
+type Canonical<T> = T extends unknown
+  ? Omit<T, 'fallback' | 'fallbacks'> & { fallbacks?: Fallback[] }
+  : never;
+
+/** Where a message's fallbacks were given: `fallback` (one) or `fallbacks` (a list). */
+function fallbackKey(m: { fallback?: unknown }): 'fallback' | 'fallbacks' {
+  return m.fallback !== undefined ? 'fallback' : 'fallbacks';
+}
 
 /**
- * One message of a messagelist (seed 2.3), typed per `type`.
+ * A fallback may leave `from` and `to` to the message's; an SMS fallback then needs a sender
+ * the SMS rule takes (a Viber name may hold spaces).
+ */
+function fallbackRules(m: ParsedMessage, ctx: Ctx): void {
+  if (m.fallback !== undefined && m.fallbacks !== undefined) {
+    addRule(
+      ctx,
+      ['fallback'],
+      'INVALID_FALLBACK',
+      'give fallback (one) or fallbacks (a list), not both',
+    );
+    return;
+  }
+  const list = m.fallback !== undefined ? [m.fallback] : (m.fallbacks ?? []);
+  const key = fallbackKey(m);
+  list.forEach((f, i) => {
+    if (f.type !== 'sms' || f.from !== undefined || isSmsSender(m.from)) return;
+    addRule(
+      ctx,
+      key === 'fallback' ? [key, 'from'] : [key, i, 'from'],
+      'INVALID_SENDER',
+      `an sms fallback sends from the message's "${m.from}", which is not an SMS sender (up to 11 letters or digits, or a phone number): give the fallback a from of its own`,
+    );
+  });
+}
+
+function canonical(m: ParsedMessage): Message {
+  const { fallback, fallbacks, ...rest } = m;
+  const list = fallback !== undefined ? [fallback] : fallbacks;
+  if (list === undefined) return rest as Message;
+  const out = rest as Message;
+  out.fallbacks = list.map((f) => ({ ...f, from: f.from ?? m.from, to: f.to ?? m.to }) as Fallback);
+  return out;
+}
+
+/**
+ * One message of a messagelist, typed per `type`, in canonical form (see the module comment).
  *
  * @example
  * Message.parse({ from: 'Acme', to: '+380501234567', type: 'sms', text: 'hi' });
  */
-export const Message = variants({
-  fallbacks: z.array(Fallback).min(1).optional(),
-}).superRefine(crossFieldRules);
-export type Message = z.output<typeof Message>;
+export const Message = MessageUnion.superRefine(crossFieldRules)
+  .superRefine(fallbackRules)
+  .transform(canonical);
+export type Message = Canonical<ParsedMessage>;
 export type MessageInput = z.input<typeof Message>;
+
+/**
+ * The message as it is POSTed: canonical, but a single fallback is written as the docs write
+ * it (`fallback: {type, text, ...}`, viber.md, rcs.md, flashcall.md), with `from` and `to`
+ * left out when they are the message's. Two or more stay a `fallbacks` list: the docs show no
+ * form for them (docs/provider.md).
+ *
+ * @example
+ * toWireMessage({ from: 'Acme', to, type: 'viber_trans', text: 'Hi', fallbacks: [{ from: 'Acme', to, type: 'sms', text: 'Hi' }] })
+ * // { from: 'Acme', to, type: 'viber_trans', text: 'Hi', fallback: { type: 'sms', text: 'Hi' } }
+ */
+export function toWireMessage(m: Message): WireMessage {
+  if (m.fallbacks?.length !== 1) return m;
+  const { fallbacks, ...rest } = m;
+  const { from, to, ...f } = fallbacks[0] as Fallback;
+  const one: Record<string, unknown> = { ...f };
+  if (from !== m.from) one.from = from;
+  if (to !== m.to) one.to = to;
+  return { ...rest, fallback: one } as WireMessage;
+}
+/** A message as sent: canonical, or with its one fallback under `fallback`. */
+export type WireMessage =
+  | Message
+  | (Omit<Message, 'fallbacks'> & { fallback: Record<string, unknown> });
 
 // ---------------------------------------------------------------------------------------
 // validateMessage
@@ -569,9 +834,14 @@ function validate(
   const now = opts.now;
   const maxParts = opts.maxSmsParts ?? DEFAULT_MAX_SMS_PARTS;
   let sms: { parts: number; encoding: SmsEncoding } | undefined;
+  // detail paths name the fallback as it was given: `fallback.text` or `fallbacks[1].text`
+  const single = (input as { fallback?: unknown }).fallback !== undefined;
   const all: Array<[string, Single<Message>]> = [
     ['', message],
-    ...(message.fallbacks ?? []).map((f, i): [string, Single<Message>] => [`fallbacks[${i}].`, f]),
+    ...(message.fallbacks ?? []).map((f, i): [string, Single<Message>] => [
+      single ? 'fallback.' : `fallbacks[${i}].`,
+      f,
+    ]),
   ];
   for (const [prefix, m] of all) {
     if (now && m.dtExpire !== undefined && Date.parse(m.dtExpire) <= now.getTime()) {
@@ -637,7 +907,18 @@ export type MessagelistRequest = z.output<typeof MessagelistRequest>;
 
 const Id = z.union([z.string(), z.number()]).transform(String);
 
-/** The SMS form of 2.6: a messagelistId and accepted/rejected per message. */
+/** What a flash call's answer adds (flashcall.md, "Response Format"). */
+const FlashcallAnswer = {
+  callerId: z.string().optional(),
+  /** the caller id with its first digits masked, e.g. `***456789` */
+  pattern: z.string().optional(),
+  ttl: z.number().int().nonnegative().optional(),
+};
+
+/**
+ * The form of send-message.md: a messagelistId and accepted/rejected per message (the
+ * table also names `failed`, read like rejected by the generic form below).
+ */
 export const MessagelistResponseSms = z.looseObject({
   messagelistId: z.coerce.number().int(),
   messages: z.array(
@@ -649,6 +930,7 @@ export const MessagelistResponseSms = z.looseObject({
       to: z.string().optional(),
       /** flashcall: the code, when the request left it to the provider. */
       text: z.string().optional(),
+      ...FlashcallAnswer,
       error: z.unknown().optional(),
     }),
   ),
@@ -667,6 +949,7 @@ export const MessagelistResponseGeneric = z.looseObject({
       to: z.string().optional(),
       /** flashcall: the code, when the request left it to the provider. */
       text: z.string().optional(),
+      ...FlashcallAnswer,
       error: z.unknown().optional(),
     }),
   ),
@@ -684,6 +967,10 @@ export const NormalisedMessageResult = z.object({
   to: z.string().optional(),
   parts: z.number().int().optional(),
   text: z.string().optional(),
+  /** flashcall: the number that calls, its pattern, and how long the code holds */
+  callerId: z.string().optional(),
+  pattern: z.string().optional(),
+  ttl: z.number().int().optional(),
   error: z.object({ code: z.string().optional(), message: z.string() }).optional(),
   /**
    * With a DUPLICATE_CUSTOMER_MESSAGE_ID rejection: the message that already holds the id.
@@ -731,7 +1018,7 @@ function parseSmsResponseFast(body: unknown): NormalisedMessagelistResponse | un
   for (let i = 0; i < messages.length; i++) {
     const m: unknown = messages[i];
     if (!isRecord(m)) return undefined;
-    const { messageId, status, parts, customerMessageId, to, text } = m;
+    const { messageId, status, parts, customerMessageId, to, text, callerId, pattern, ttl } = m;
     if (status !== 'accepted' && status !== 'rejected') return undefined;
     if (
       !(
@@ -745,6 +1032,9 @@ function parseSmsResponseFast(body: unknown): NormalisedMessagelistResponse | un
       return undefined;
     if (!(optionalString(customerMessageId) && optionalString(to) && optionalString(text)))
       return undefined;
+    if (!(optionalString(callerId) && optionalString(pattern))) return undefined;
+    if (!(ttl === undefined || (Number.isSafeInteger(ttl) && (ttl as number) >= 0)))
+      return undefined;
     out[i] = clean({
       messageId: messageId === undefined ? undefined : String(messageId),
       status,
@@ -753,6 +1043,9 @@ function parseSmsResponseFast(body: unknown): NormalisedMessagelistResponse | un
       to: to as string | undefined,
       parts: parts as number | undefined,
       text: text as string | undefined,
+      callerId: callerId as string | undefined,
+      pattern: pattern as string | undefined,
+      ttl: ttl as number | undefined,
       error: normaliseError(m.error),
       existingMessageId: idOrUndefined(m.existingMessageId),
     });
@@ -778,6 +1071,9 @@ export function parseMessagelistResponseWithSchemas(
           to: m.to,
           parts: m.parts,
           text: m.text,
+          callerId: m.callerId,
+          pattern: m.pattern,
+          ttl: m.ttl,
           error: normaliseError(m.error),
           existingMessageId: idOrUndefined(m.existingMessageId),
         }),
@@ -798,6 +1094,9 @@ export function parseMessagelistResponseWithSchemas(
         to: m.recipient ?? m.to,
         parts: m.parts,
         text: m.text,
+        callerId: m.callerId,
+        pattern: m.pattern,
+        ttl: m.ttl,
         error: normaliseError(m.error),
         existingMessageId: idOrUndefined(m.existingMessageId),
       }),

@@ -7,6 +7,8 @@ import {
   MessagelistRequest,
   parseMessagelistResponse,
   parseMessagelistResponseWithSchemas,
+  toWireMessage,
+  type ViberCarouselData,
   validateMessage,
   validateMessageWithSchemas,
 } from '../../src/provider/message.ts';
@@ -28,7 +30,9 @@ const menu = [
   },
 ];
 
-/** Valid examples of every type. */
+const rcsButton = { text: 'Track', action: { type: 'openUrl', url: 'https://t.example.com/1' } };
+
+/** Valid examples of every type, in each documented form. */
 const valid: Record<string, object> = {
   sms,
   viber_service: { ...base, type: 'viber_service', text: 'Order 42 shipped' },
@@ -100,6 +104,116 @@ const valid: Record<string, object> = {
     text: 'Hi',
     fallbacks: [{ ...sms, from: '+380501234567' }],
   },
+  // the docs' forms (docs/api/smsbat/*.md at bc0d114; each example is also a fixture in
+  // test/provider/docs/, checked there against its expected canonical form)
+  numeric_sender: { ...sms, from: '+380123456789' }, // sms.md, "Numeric Sender"
+  with_fallback: {
+    ...base,
+    type: 'viber_promo',
+    text: 'Your Viber message',
+    messageData: { img: 'https://example.com/image.jpg' },
+    fallback: { type: 'sms', text: 'Your SMS fallback message (image not included)' },
+  }, // viber.md, "Fallback to SMS"
+  viber_promo_docs_button: {
+    ...base,
+    type: 'viber_promo',
+    text: 'Check out our new product!',
+    messageData: {
+      image: 'https://example.com/image.jpg',
+      button: { text: 'View Product', url: 'https://example.com/product' },
+    },
+  }, // send-message.md, "Viber Promo"
+  viber_promo_video_only: { ...base, type: 'viber_promo', messageData: { video: 'https://c.example/v.mp4' } },
+  viber_carousel_docs_buttons: {
+    ...base,
+    type: 'viber_carousel',
+    messageData: {
+      carousel: {
+        items: ['A', 'B'].map((p) => ({
+          title: `Product ${p}`,
+          imageUrl: `https://example.com/product-${p}.jpg`,
+          primaryButton: { text: 'Buy Now', url: `https://example.com/${p}` },
+          secondaryButton: { text: 'Details', url: `https://example.com/${p}/details` },
+        })),
+      },
+    },
+  }, // viber.md, "Viber Carousel"
+  viber_survey_docs: {
+    ...base,
+    type: 'viber_survey',
+    text: 'How satisfied are you with our service?',
+    messageData: { survey: { options: ['Very Satisfied', 'Satisfied'] } },
+  }, // viber.md, "Viber Survey"
+  viber_survey_one_option: {
+    ...base,
+    type: 'viber_survey',
+    text: 'Agree?',
+    messageData: { survey: { options: ['Yes'] } },
+  },
+  viber_otp_template: {
+    ...base,
+    type: 'viber_otp',
+    messageData: {
+      templateId: 'a1b2c3d4-e5f6-7890-abcd-ef1234567890',
+      templateLang: 'en',
+      templateParams: { PIN: '123456', TIME: '10' },
+    },
+    ttl: 600,
+  }, // viber.md, "Viber OTP"
+  viber_otp_code: { ...base, type: 'viber_otp', messageData: { code: '123456', validity: 300 } }, // send-message.md
+  rcs_text: { ...base, type: 'rcs', text: 'Welcome to our service!' },
+  rcs_media: {
+    ...base,
+    type: 'rcs',
+    text: 'Check out our new product!',
+    messageData: {
+      media: { url: 'https://example.com/product.jpg', type: 'image/jpeg', height: 600, width: 800 },
+    },
+  }, // rcs.md, "Text + Image"
+  rcs_buttons: {
+    ...base,
+    type: 'rcs',
+    text: 'Your order #12345 is ready for pickup',
+    messageData: {
+      buttons: [
+        rcsButton,
+        { text: 'Contact Support', action: { type: 'dial', phoneNumber: '+380501234567' } },
+        { text: 'Share Location', action: { type: 'shareLocation' } },
+        {
+          text: 'Add to Calendar',
+          action: {
+            type: 'createCalendarEvent',
+            title: 'Appointment',
+            startTime: '2025-01-25T14:00:00Z',
+            endTime: '2025-01-25T15:00:00Z',
+          },
+        },
+      ],
+    },
+  }, // rcs.md, "Button Actions"
+  rcs_carousel: {
+    ...base,
+    type: 'rcs',
+    text: 'Featured Products',
+    messageData: {
+      carousel: {
+        cards: [
+          {
+            title: 'Product A',
+            description: 'Premium quality product',
+            media: { url: 'https://example.com/product-a.jpg', type: 'image/jpeg' },
+            buttons: [rcsButton],
+          },
+        ],
+      },
+    },
+  }, // rcs.md, "RCS Carousel"
+  flashcall_caller_id: {
+    ...base,
+    type: 'flashcall',
+    messageData: { callerId: '+380123456789' },
+    ttl: 60,
+  }, // flashcall.md, "Basic Flash Call"
   scheduled: {
     ...sms,
     customerMessageId: 'c-1',
@@ -173,7 +287,57 @@ const invalid: Array<[string, object, string, string, string]> = [
     'MESSAGE_TOO_LONG',
   ],
   ['unknown type', { ...sms, type: 'mms' }, 'type', 'invalid_union', 'INVALID_MESSAGE'],
-  ['rcs is not modelled', { ...sms, type: 'rcs' }, 'type', 'invalid_union', 'INVALID_MESSAGE'],
+  // rcs.md, "Parameters": text is required, up to 3072 characters
+  ['rcs without text', { ...base, type: 'rcs' }, 'text', 'invalid_type', 'INVALID_MESSAGE'],
+  [
+    'rcs text of 3073',
+    { ...base, type: 'rcs', text: 'r'.repeat(3073) },
+    'text',
+    'TOO_LONG',
+    'INVALID_MESSAGE',
+  ],
+  [
+    'rcs with 5 buttons',
+    { ...valid.rcs_buttons, messageData: { buttons: Array(5).fill(rcsButton) } },
+    'messageData.buttons',
+    'too_big',
+    'INVALID_MESSAGE',
+  ],
+  [
+    'rcs media of an unknown type',
+    { ...valid.rcs_media, messageData: { media: { url: 'https://c.example/a.bmp', type: 'image/bmp' } } },
+    'messageData.media.type',
+    'INVALID_MEDIA_TYPE',
+    'INVALID_MESSAGE',
+  ],
+  [
+    'rcs button with an unknown action',
+    { ...valid.rcs_buttons, messageData: { buttons: [{ text: 'Go', action: { type: 'teleport' } }] } },
+    'messageData.buttons[0].action.type',
+    'invalid_union',
+    'INVALID_MESSAGE',
+  ],
+  [
+    'flashcall caller id not a number',
+    { ...base, type: 'flashcall', messageData: { callerId: 'Acme' } },
+    'messageData.callerId',
+    'INVALID_PHONE',
+    'INVALID_MESSAGE',
+  ],
+  [
+    'fallback and fallbacks together',
+    { ...valid.with_fallback, fallbacks: [sms] },
+    'fallback',
+    'INVALID_FALLBACK',
+    'INVALID_MESSAGE',
+  ],
+  [
+    'sms fallback inheriting a sender SMS cannot use',
+    { ...base, from: 'Acme Shop', type: 'viber_trans', text: 'Hi', fallback: { type: 'sms', text: 'Hi' } },
+    'fallback.from',
+    'INVALID_SENDER',
+    'INVALID_SENDER',
+  ],
   ['unknown field', { ...sms, recipient: TO }, 'recipient', 'unrecognized_key', 'INVALID_MESSAGE'],
   ['dtSend not ISO', { ...sms, dtSend: 'tomorrow' }, 'dtSend', 'invalid_format', 'INVALID_MESSAGE'],
   [
@@ -275,7 +439,7 @@ const invalid: Array<[string, object, string, string, string]> = [
       },
     },
     'messageData.carousel.items[1].secondaryButton.actionUrl',
-    'invalid_type',
+    'REQUIRED',
     'INVALID_MESSAGE',
   ],
   [
@@ -300,8 +464,9 @@ const invalid: Array<[string, object, string, string, string]> = [
     'INVALID_MESSAGE',
   ],
   [
-    'survey of 1 option',
-    { ...valid.viber_survey, messageData: { options: ['a'] } },
+    // viber.md allows 1 to 5 options (the condensed interface 2 to 5): the wider is taken
+    'survey of no options',
+    { ...valid.viber_survey, messageData: { options: [] } },
     'messageData.options',
     'too_small',
     'INVALID_MESSAGE',
@@ -321,13 +486,15 @@ const invalid: Array<[string, object, string, string, string]> = [
     'INVALID_MESSAGE',
   ],
   [
-    'otp PIN upper case',
+    // the template names its parameters (viber.md: PIN, TIME), so no key is refused; a
+    // template and a code together are
+    'otp template and code',
     {
       ...valid.viber_otp,
-      messageData: { templateId: 't', templateLang: 'en', templateParams: { PIN: '1' } },
+      messageData: { templateId: 't', templateLang: 'en', templateParams: { PIN: '1' }, code: '1' },
     },
-    'messageData.templateParams.PIN',
-    'UNKNOWN_TEMPLATE_PARAM',
+    'messageData.code',
+    'INVALID_OTP',
     'INVALID_MESSAGE',
   ],
   [
@@ -344,7 +511,7 @@ const invalid: Array<[string, object, string, string, string]> = [
     'otp without templateId',
     { ...valid.viber_otp, messageData: { templateLang: 'en', templateParams: { pin: '1' } } },
     'messageData.templateId',
-    'invalid_type',
+    'REQUIRED',
     'INVALID_MESSAGE',
   ],
   [
@@ -379,9 +546,11 @@ const invalid: Array<[string, object, string, string, string]> = [
     'INVALID_MESSAGE',
   ],
   [
-    'promo image and text without button',
-    { ...valid.viber_promo_all, messageData: { img: 'https://c.example/a.png' } },
-    'messageData.buttonText',
+    // an image with text and no button is shown by viber.md's own fallback example, so it is
+    // taken; a video's thumbnail without the video is not
+    'promo thumbnail without a video',
+    { ...valid.viber_promo_all, messageData: { thumbnail: 'https://c.example/t.jpg' } },
+    'messageData.thumbnail',
     'INVALID_PROMO',
     'INVALID_MESSAGE',
   ],
@@ -400,16 +569,14 @@ const invalid: Array<[string, object, string, string, string]> = [
     'INVALID_MESSAGE',
   ],
   [
-    'promo video missing duration',
+    // viber.md marks thumbnail, fileSize and duration optional: a video alone is taken; the
+    // same image twice (img and send-message.md's image) is not
+    'promo image given twice',
     {
-      ...valid.viber_promo_video,
-      messageData: {
-        video: 'https://c.example/v.mp4',
-        thumbnail: 'https://c.example/t.jpg',
-        fileSize: 1,
-      },
+      ...valid.viber_promo_all,
+      messageData: { img: 'https://c.example/a.png', image: 'https://c.example/a.png' },
     },
-    'messageData.duration',
+    'messageData.image',
     'INVALID_PROMO',
     'INVALID_MESSAGE',
   ],
@@ -539,17 +706,18 @@ describe('validateMessage', () => {
     expect(r.error.message.length).toBeGreaterThan(0);
   });
 
-  it('normalises viber_trans to viber_service, with its default TTL', () => {
-    const r = validateMessage({ ...base, type: 'viber_trans', text: 'Hi' });
-    expect(r.ok && r.message).toMatchObject({ type: 'viber_service', ttl: 345_600 });
+  it('normalises viber_service to viber_trans (send-message.md), with its default TTL', () => {
+    const r = validateMessage({ ...base, type: 'viber_service', text: 'Hi' });
+    expect(r.ok && r.message).toMatchObject({ type: 'viber_trans', ttl: 345_600 });
   });
 
   it('applies the default TTLs of seed 2.3 only when neither dtExpire nor ttl is given', () => {
     expect(DEFAULT_TTL_SECONDS).toEqual({
       sms: 86400,
-      viber_service: 345600,
+      viber_trans: 345600,
       viber_promo: 604800,
       viber_session: 604800,
+      flashcall: 60, // flashcall.md, "Parameters": ttl default 60
     });
     const ttl = (m: object) => {
       const r = validateMessage(m);
@@ -561,7 +729,8 @@ describe('validateMessage', () => {
     expect(ttl(valid.viber_session as object)).toBe(604800);
     expect(ttl({ ...sms, ttl: 60 })).toBe(60);
     expect(ttl({ ...sms, dtExpire: '2099-01-01T00:00:00Z' })).toBeUndefined();
-    expect(ttl(valid.flashcall as object)).toBeUndefined(); // no default stated for flashcall
+    expect(ttl(valid.flashcall as object)).toBe(60);
+    expect(ttl(valid.speechcall as object)).toBeUndefined(); // no default stated for speechcall
     const r = validateMessage(valid.with_fallbacks);
     expect(r.ok && r.message.fallbacks?.[0]?.ttl).toBe(86400);
   });
@@ -612,6 +781,96 @@ describe('validateMessage', () => {
   });
 });
 
+describe('documented forms, read into one canonical form', () => {
+  const canonical = (m: object | undefined) => {
+    const r = validateMessage(m);
+    if (!r.ok) throw new Error(r.error.message);
+    return r.message;
+  };
+
+  it('reads a single fallback as a list, from and to taken from the message', () => {
+    expect(canonical(valid.with_fallback)).toMatchObject({
+      fallbacks: [{ from: 'Acme', to: TO, type: 'sms', ttl: 86400 }],
+    });
+    expect('fallback' in canonical(valid.with_fallback)).toBe(false);
+  });
+
+  it('reads the promo image and button of send-message.md as img, buttonText, buttonAction', () => {
+    expect(canonical(valid.viber_promo_docs_button)).toMatchObject({
+      messageData: {
+        img: 'https://example.com/image.jpg',
+        buttonText: 'View Product',
+        buttonAction: 'https://example.com/product',
+      },
+    });
+  });
+
+  it('writes carousel buttons as {text, url} and survey options under survey', () => {
+    const carousel = canonical(valid.viber_carousel) as { messageData: ViberCarouselData };
+    expect(carousel.messageData.carousel.items[0]?.primaryButton).toEqual({
+      text: 'Go 1',
+      url: 'https://shop.example.com/1',
+    });
+    expect(canonical(valid.viber_survey)).toMatchObject({
+      messageData: { survey: { options: ['Good', 'Bad'] } },
+    });
+    expect(canonical(valid.viber_survey_docs)).toMatchObject({
+      messageData: { survey: { options: ['Very Satisfied', 'Satisfied'] } },
+    });
+  });
+
+  it('keeps an OTP template with its own parameter names, and a code with its validity', () => {
+    expect(canonical(valid.viber_otp_template)).toMatchObject({
+      messageData: { templateParams: { PIN: '123456', TIME: '10' } },
+    });
+    expect(canonical(valid.viber_otp_code)).toMatchObject({
+      messageData: { code: '123456', validity: 300 },
+    });
+  });
+
+  it('takes a numeric sender by its shape', () => {
+    expect(canonical(valid.numeric_sender)).toMatchObject({ from: '+380123456789' });
+  });
+});
+
+describe('toWireMessage', () => {
+  it('sends one fallback as the docs do, with only what differs from the message', () => {
+    const m = validateMessage(valid.with_fallback);
+    if (!m.ok) throw new Error(m.error.message);
+    expect(toWireMessage(m.message)).toEqual({
+      from: 'Acme',
+      to: TO,
+      type: 'viber_promo',
+      text: 'Your Viber message',
+      messageData: { img: 'https://example.com/image.jpg' },
+      ttl: 604800,
+      fallback: { type: 'sms', text: 'Your SMS fallback message (image not included)', ttl: 86400 },
+    });
+    const own = validateMessage({
+      ...valid.with_fallback,
+      fallback: { type: 'sms', text: 'x', from: 'AcmeSMS' },
+    });
+    expect(own.ok && toWireMessage(own.message)).toMatchObject({ fallback: { from: 'AcmeSMS' } });
+  });
+
+  it('keeps two or more fallbacks as a list, and a message without any as it is', () => {
+    const two = validateMessage({ ...valid.with_fallbacks, fallbacks: [sms, sms] });
+    if (!two.ok) throw new Error(two.error.message);
+    expect(toWireMessage(two.message)).toBe(two.message);
+    const none = validateMessage(sms);
+    expect(none.ok && toWireMessage(none.message)).toEqual(none.ok && none.message);
+  });
+
+  it('sends what the sandbox and validateMessage read back as the same message', () => {
+    for (const [label, input] of Object.entries(valid)) {
+      const first = validateMessage(input);
+      if (!first.ok) throw new Error(`${label}: ${first.error.message}`);
+      const again = validateMessage(JSON.parse(JSON.stringify(toWireMessage(first.message))));
+      expect(again.ok && again.message, label).toEqual(first.message);
+    }
+  });
+});
+
 describe('field rules', () => {
   it('isE164 uses number metadata, not a pattern', () => {
     expect(isE164('+380501234567')).toBe(true);
@@ -627,6 +886,10 @@ describe('field rules', () => {
     expect(isSmsSender('A'.repeat(12))).toBe(false);
     expect(isSmsSender('380501234567')).toBe(true);
     expect(isSmsSender('+380501234567')).toBe(true);
+    // sms.md, "Numeric Sender": +380123456789 is in no numbering plan, but it is the docs'
+    // own example, so numbers written with + are taken by their shape
+    expect(isSmsSender('+380123456789')).toBe(true);
+    expect(isSmsSender('+12345')).toBe(false);
     expect(isSmsSender('')).toBe(false);
     fc.assert(
       fc.property(fc.stringMatching(/^[A-Za-z0-9]{1,11}$/), (s) => {
@@ -689,6 +952,39 @@ describe('messagelist', () => {
       shape: 'generic',
       messages: [{ messageId: '123', status: 'sent', accepted: true, to: TO, text: '4821' }],
     });
+  });
+
+  it("keeps a flash call's callerId, pattern and ttl (flashcall.md, \"Response Format\")", () => {
+    const body = {
+      messagelistId: 123456,
+      messages: [
+        {
+          messageId: 'abc123def456',
+          status: 'accepted',
+          callerId: '+380123456789',
+          pattern: '***456789',
+          to: TO,
+          ttl: 60,
+        },
+      ],
+    };
+    const expected = {
+      shape: 'sms',
+      messagelistId: 123456,
+      messages: [
+        {
+          messageId: 'abc123def456',
+          status: 'accepted',
+          accepted: true,
+          to: TO,
+          callerId: '+380123456789',
+          pattern: '***456789',
+          ttl: 60,
+        },
+      ],
+    };
+    expect(parseMessagelistResponse(body)).toEqual(expected);
+    expect(parseMessagelistResponseWithSchemas(body)).toEqual(expected);
   });
 
   it('returns undefined for anything else', () => {
