@@ -128,6 +128,7 @@ export function createApp(deps: AppDeps) {
       db,
       clock,
       maxSmsParts: deps.config.maxSmsParts,
+      lifetimeSeconds: deps.config.messageLifetimeSeconds,
       ...(deps.onQueued && { onQueued: deps.onQueued }),
     }),
   );

@@ -10,22 +10,25 @@ import type { Metrics } from './http/metrics.ts';
 import type { Logger } from './logger.ts';
 import {
   type DispatchOptions,
+  type CascadeSender,
   dispatchOnce,
   type MessagelistSender,
 } from './messages/dispatcher.ts';
 import { attachPending, type IngestDeps } from './messages/ingest.ts';
-import { pollOnce, type StatusLookup } from './messages/poller.ts';
+import { expireOverdue, pollOnce, type StatusLookup } from './messages/poller.ts';
 import { runRetention } from './privacy/retention.ts';
 
 export interface WorkerDeps {
   database: Database;
   provider: MessagelistSender & StatusLookup;
+  /** the cascade client, for messages of type `cascade` (unset: they are rejected) */
+  cascade?: CascadeSender;
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
   ingest: IngestDeps;
   dispatch: DispatchOptions;
-  poll: { afterMs: number; everyMs: number };
+  poll: { afterMs: number; everyMs: number; expireMarginMs: number };
   /** the call runtime: dispatcher answers for call messages, durable timers */
   calls: EventDeps;
   /** RETENTION_DAYS: older raw callbacks, message texts and events are removed; unset keeps all */
@@ -118,6 +121,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
       {
         db: deps.database.db,
         provider: deps.provider,
+        ...(deps.cascade && { cascade: deps.cascade }),
         clock: deps.clock,
         logger,
         onRecorded,
@@ -153,16 +157,15 @@ export function startWorkers(deps: WorkerDeps): Workers {
   );
   const poller = loop('poller', logger, 5000, async () => {
     if (!wasLeader) return false;
-    const polled = await pollOnce(
-      {
-        ...deps,
-        db: deps.database.db,
-        statusMap: deps.ingest.statusMap,
-        ...(deps.ingest.onRecorded && { onRecorded: deps.ingest.onRecorded }),
-      },
-      deps.poll,
-    );
-    return polled > 0;
+    const pollDeps = {
+      ...deps,
+      db: deps.database.db,
+      statusMap: deps.ingest.statusMap,
+      ...(deps.ingest.onRecorded && { onRecorded: deps.ingest.onRecorded }),
+    };
+    const polled = await pollOnce(pollDeps, deps.poll);
+    const expired = await expireOverdue(pollDeps, { marginMs: deps.poll.expireMarginMs });
+    return polled + expired > 0;
   });
   // durable timers: any instance may fire them (SKIP LOCKED), after a restart too
   const timers = loop('timers', logger, 500, async () => (await fireDueTimers(deps.calls)) > 0);

@@ -1,56 +1,31 @@
 /**
- * Reading delivery callbacks, whose shape the seed does not document (section 6) and real
- * providers vary by account and version. Tolerant by design:
+ * Reading status callbacks and status records. The provider's own shape (status.md: `{messageId,
+ * deliverystatus, timestamp, cost}`, a record with `extendedStatuses` per channel) and the
+ * condensed interface's (`customerMessageId`, `status`, `fallbackIndex`, ...) are both read, and
+ * real gateways vary by account and version, so the reading is tolerant by design:
  * - JSON or form bodies; one event, an array of them, or an array under a usual key;
  * - ids and statuses under their usual spellings (`customerMessageId`, `customer_message_id`,
  *   `cmid`, `messageId`, `msg_id`, `status`, `state`, `dlr_status`, ...), compared without
  *   case, dashes or underscores, also one level down (`{"message": {...}}`);
- * - vendor words mapped onto the canonical statuses by a table users extend in config;
- *   a word not in the table is kept verbatim.
+ * - vendor words mapped onto the canonical statuses by one table (src/provider/statuses.ts)
+ *   users extend in config; a word not in the table is kept verbatim;
+ * - `extendedStatuses` (`{viber: "delivered", sms: "not_used"}`) become per-channel events that
+ *   go on the timeline and never move the message's own status, which is the record's.
  *
  * @example
  * parseDeliveryBody('application/x-www-form-urlencoded', 'cmid=o-1&stat=DELIVRD', DEFAULT_STATUS_MAP)
  * // { events: [{ customerMessageId: 'o-1', status: 'delivered', rawStatus: 'DELIVRD', ... }], problems: [] }
  */
 
-export type StatusMap = Readonly<Record<string, string>>;
+import {
+  DEFAULT_STATUS_MAP,
+  normaliseWord,
+  STATUS_KEYS,
+  type StatusMap,
+} from '../provider/statuses.ts';
 
-/** Vendor vocabulary -> canonical status. Keys are normalised (see `normaliseWord`). */
-export const DEFAULT_STATUS_MAP: StatusMap = {
-  queued: 'accepted',
-  accepted: 'accepted',
-  acceptd: 'accepted',
-  submitted: 'accepted',
-  scheduled: 'accepted',
-  pending: 'accepted',
-  buffered: 'sent',
-  sent: 'sent',
-  sending: 'sent',
-  enroute: 'sent',
-  intransit: 'sent',
-  dispatched: 'sent',
-  delivered: 'delivered',
-  delivrd: 'delivered',
-  deliveredtohandset: 'delivered',
-  success: 'delivered',
-  read: 'read',
-  seen: 'read',
-  viewed: 'read',
-  opened: 'read',
-  failed: 'failed',
-  failure: 'failed',
-  undelivered: 'failed',
-  undeliverable: 'failed',
-  undeliv: 'failed',
-  error: 'failed',
-  permanentfailure: 'failed',
-  notdelivered: 'failed',
-  rejected: 'rejected',
-  rejectd: 'rejected',
-  blocked: 'rejected',
-  expired: 'expired',
-  expird: 'expired',
-};
+export type { StatusMap } from '../provider/statuses.ts';
+export { DEFAULT_STATUS_MAP, normaliseWord, statusMapWith } from '../provider/statuses.ts';
 
 export interface DeliveryEvent {
   customerMessageId?: string;
@@ -62,6 +37,11 @@ export interface DeliveryEvent {
   at?: Date;
   channel?: string;
   fallbackIndex?: number;
+  /**
+   * the status of one channel of a message with fallbacks, from a record's
+   * `extendedStatuses`: kept on the timeline, never moving the message's own status
+   */
+  perChannel?: true;
   error?: unknown;
 }
 
@@ -69,10 +49,6 @@ export interface ParsedDelivery {
   events: DeliveryEvent[];
   /** why parts of the body could not be read (the body is kept regardless) */
   problems: string[];
-}
-
-export function normaliseWord(word: string): string {
-  return word.toLowerCase().replace(/[^a-z0-9]/g, '');
 }
 
 const CMID_KEYS = [
@@ -88,16 +64,6 @@ const CMID_KEYS = [
 ];
 const PMID_KEYS = ['messageid', 'msgid', 'mid', 'providermessageid', 'smsid', 'id'];
 const PARENT_KEYS = ['parentmessageid', 'originalmessageid'];
-const STATUS_KEYS = [
-  'status',
-  'state',
-  'deliverystatus',
-  'messagestatus',
-  'dlrstatus',
-  'stat',
-  'event',
-  'statusname',
-];
 const TIME_KEYS = [
   'timestamp',
   'eventtime',
@@ -180,16 +146,16 @@ export function parseEventTime(v: unknown): Date | undefined {
   return undefined;
 }
 
-function eventFrom(o: Obj, map: StatusMap): DeliveryEvent | string {
-  const f = fieldsOf(o);
+function eventFrom(f: Fields, map: StatusMap, messageId?: string): DeliveryEvent | string {
   const rawStatus = pick(f, STATUS_KEYS);
   if (typeof rawStatus !== 'string' && typeof rawStatus !== 'number') {
-    return 'no status field (looked for status, state, deliveryStatus, dlr_status, stat, event)';
+    return 'no status field (looked for deliverystatus, status, state, dlr_status, stat, event)';
   }
   const customerMessageId = asId(pick(f, CMID_KEYS));
-  const providerMessageIds = [asId(pick(f, PMID_KEYS)), asId(pick(f, PARENT_KEYS))].filter(
-    (v): v is string => v !== undefined,
-  );
+  const providerMessageIds = [
+    asId(pick(f, PMID_KEYS)) ?? messageId,
+    asId(pick(f, PARENT_KEYS)),
+  ].filter((v): v is string => v !== undefined);
   if (!customerMessageId && providerMessageIds.length === 0) {
     return 'no message id (looked for customerMessageId, cmid, messageId, msg_id, mid, id)';
   }
@@ -225,18 +191,48 @@ function bodyToValue(contentType: string | undefined, body: string): unknown {
   return JSON.parse(trimmed);
 }
 
-/** Parses one callback body into events; never throws (problems are reported instead). */
-export function parseDeliveryBody(
-  contentType: string | undefined,
-  body: string,
-  map: StatusMap = DEFAULT_STATUS_MAP,
-): ParsedDelivery {
-  let value: unknown;
-  try {
-    value = bodyToValue(contentType, body);
-  } catch {
-    return { events: [], problems: ['the body is neither JSON nor a form'] };
+/**
+ * A message's channels and their words, from a record's `extendedStatuses` (status.md,
+ * "Extended Response (with Fallback)"), or else from its `fallbacks: [{type, status}]` list
+ * (entries naming a messageId of their own are fallback messages, read as events elsewhere).
+ */
+function channelWords(f: Fields): Array<[string, string]> {
+  const extended = f.byName.get('extendedstatuses');
+  if (isObj(extended)) {
+    return Object.entries(extended).flatMap(([channel, word]) =>
+      typeof word === 'string' && word !== '' ? [[channel, word] as [string, string]] : [],
+    );
   }
+  const list = f.byName.get('fallbacks');
+  if (!Array.isArray(list)) return [];
+  return list.flatMap((item) => {
+    if (!isObj(item) || item.messageId !== undefined) return [];
+    const { type, status } = item;
+    return typeof type === 'string' && typeof status === 'string' && status !== ''
+      ? [[type, status] as [string, string]]
+      : [];
+  });
+}
+
+/** The per-channel events of a record, beside its own (`perChannel`, see DeliveryEvent). */
+function perChannelEvents(f: Fields, event: DeliveryEvent, map: StatusMap): DeliveryEvent[] {
+  const words = channelWords(f);
+  if (words.length === 0) return words as [];
+  return words.map(([channel, word]) => {
+    const e: DeliveryEvent = {
+      providerMessageIds: event.providerMessageIds,
+      status: map[normaliseWord(word)] ?? word,
+      rawStatus: word,
+      channel,
+      perChannel: true,
+    };
+    if (event.customerMessageId) e.customerMessageId = event.customerMessageId;
+    if (event.at) e.at = event.at;
+    return e;
+  });
+}
+
+function eventsOf(value: unknown, map: StatusMap, messageId?: string): ParsedDelivery {
   let items: unknown[];
   if (Array.isArray(value)) items = value;
   else if (isObj(value)) {
@@ -253,16 +249,42 @@ export function parseDeliveryBody(
       problems.push(`event ${i}: not an object`);
       return;
     }
-    const e = eventFrom(item, map);
-    if (typeof e === 'string') problems.push(`event ${i}: ${e}`);
-    else events.push(e);
+    const f = fieldsOf(item);
+    const e = eventFrom(f, map, messageId);
+    if (typeof e === 'string') {
+      problems.push(`event ${i}: ${e}`);
+      return;
+    }
+    events.push(e);
+    for (const c of perChannelEvents(f, e, map)) events.push(c);
   });
   return { events, problems };
 }
 
-/** The default table extended (or overridden) by the user's entries. */
-export function statusMapWith(extra: Record<string, string>): StatusMap {
-  const out: Record<string, string> = { ...DEFAULT_STATUS_MAP };
-  for (const [k, v] of Object.entries(extra)) out[normaliseWord(k)] = v;
-  return out;
+/** Parses one callback body into events; never throws (problems are reported instead). */
+export function parseDeliveryBody(
+  contentType: string | undefined,
+  body: string,
+  map: StatusMap = DEFAULT_STATUS_MAP,
+): ParsedDelivery {
+  let value: unknown;
+  try {
+    value = bodyToValue(contentType, body);
+  } catch {
+    return { events: [], problems: ['the body is neither JSON nor a form'] };
+  }
+  return eventsOf(value, map);
+}
+
+/**
+ * Reads a status record (GET /bat/message/{messageId}, status.md) into events, as a callback
+ * would be read: the record's own status, and one per channel of its `extendedStatuses`. A
+ * record that names no id is about `messageId`, the one asked about.
+ */
+export function parseStatusRecord(
+  record: unknown,
+  messageId: string,
+  map: StatusMap = DEFAULT_STATUS_MAP,
+): ParsedDelivery {
+  return eventsOf(record, map, messageId);
 }

@@ -13,8 +13,18 @@ import { sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
 import { type Db, executePrepared, rowsOf, type Tx } from '../db/client.ts';
 import type { Logger } from '../logger.ts';
+import type { CascadeResult, EndpointCascadeMessageInput } from '../provider/cascade.ts';
 import type { Message, NormalisedMessagelistResponse } from '../provider/message.ts';
+import { type CascadeEndpoint, type StoredCascade, toCascadeWire } from './cascade.ts';
 import { rankSql } from './timeline.ts';
+
+/** The part of the cascade client the dispatcher needs. */
+export interface CascadeSender {
+  send(
+    messages: readonly EndpointCascadeMessageInput[],
+    opts: { endpoint: CascadeEndpoint },
+  ): Promise<CascadeResult[]>;
+}
 
 /** The part of the provider client the dispatcher needs. */
 export interface MessagelistSender {
@@ -30,6 +40,8 @@ export interface MessagelistSender {
 export interface DispatchDeps {
   db: Db;
   provider: MessagelistSender;
+  /** sends messages of type `cascade`; without it they are rejected */
+  cascade?: CascadeSender;
   clock: Clock;
   logger: Logger;
   /** called with how many messages were accepted and rejected, for metrics */
@@ -176,8 +188,10 @@ interface Outcome {
   messagelistId: number | null;
   parts: number | null;
   error: unknown;
-  /** flashcall: the code the provider chose */
+  /** flashcall: the code the provider chose (the condensed interface's answer) */
   text: string | null;
+  /** flashcall: the number that calls, its pattern and validity (flashcall.md's answer) */
+  flash?: { callerId?: string; pattern?: string; ttl?: number };
   /** the provider already had it: this send repeated one whose answer was lost */
   resent?: boolean;
 }
@@ -206,6 +220,7 @@ async function recordOutcomes(tx: Tx, outcomes: Outcome[], now: Date): Promise<v
       o.messagelistId !== null &&
       o.parts !== null &&
       o.text === null &&
+      o.flash === undefined &&
       !o.resent &&
       error === undefined;
     if (plain) {
@@ -217,6 +232,10 @@ async function recordOutcomes(tx: Tx, outcomes: Outcome[], now: Date): Promise<v
     if (o.messagelistId !== null) detail += `,"messagelistId":${o.messagelistId}`;
     if (o.parts !== null) detail += `,"parts":${o.parts}`;
     if (o.text !== null) detail += `,"text":${JSON.stringify(o.text)}`;
+    if (o.flash?.callerId !== undefined)
+      detail += `,"callerId":${JSON.stringify(o.flash.callerId)}`;
+    if (o.flash?.pattern !== undefined) detail += `,"pattern":${JSON.stringify(o.flash.pattern)}`;
+    if (o.flash?.ttl !== undefined) detail += `,"ttl":${o.flash.ttl}`;
     if (o.resent) detail += ',"resent":true';
     if (error !== undefined) detail += `,"error":${error}`;
     rows[i] = `${row},"d":{${detail.slice(1)}}}`;
@@ -302,18 +321,16 @@ function outcomesFrom(claimed: Claimed[], responses: NormalisedMessagelistRespon
         error: { code: 'NO_ANSWER', message: 'the provider answered without this message' },
         text: null,
       };
-    } else if (
-      !answer.accepted &&
-      answer.error?.code === 'DUPLICATE_CUSTOMER_MESSAGE_ID' &&
-      answer.existingMessageId
-    ) {
-      // a resend after an interrupted dispatch: the provider has it already, under this id
+    } else if (!answer.accepted && answer.error?.code === 'DUPLICATE_CUSTOMER_MESSAGE_ID') {
+      // a resend after an interrupted dispatch: the provider has it already, under the id it
+      // names (the condensed interface names it; the docs' answer does not, and then the
+      // message's id stays unknown: docs/provider.md, "What the docs leave open")
       outcomes[i] = {
         id: c.message_id,
         outboxId: c.outbox_id,
         role: c.role,
         status: 'accepted',
-        providerMessageId: answer.existingMessageId,
+        providerMessageId: answer.existingMessageId ?? null,
         messagelistId: listIds[k]!,
         parts: answer.parts ?? null,
         error: null,
@@ -332,14 +349,128 @@ function outcomesFrom(claimed: Claimed[], responses: NormalisedMessagelistRespon
         error: answer.error ?? null,
         text: c.type === 'flashcall' && answer.text ? answer.text : null,
       };
+      if (
+        c.type === 'flashcall' &&
+        (answer.callerId ?? answer.pattern ?? answer.ttl) !== undefined
+      ) {
+        const flash: NonNullable<Outcome['flash']> = {};
+        if (answer.callerId !== undefined) flash.callerId = answer.callerId;
+        if (answer.pattern !== undefined) flash.pattern = answer.pattern;
+        if (answer.ttl !== undefined) flash.ttl = answer.ttl;
+        outcomes[i]!.flash = flash;
+      }
     }
   }
   return outcomes;
 }
 
+function rejectedOutcome(c: Claimed, error: { code: string; message: string }): Outcome {
+  return {
+    id: c.message_id,
+    outboxId: c.outbox_id,
+    role: c.role,
+    status: 'rejected',
+    providerMessageId: null,
+    messagelistId: null,
+    parts: null,
+    error,
+    text: null,
+  };
+}
+
+interface RoundPart {
+  what: 'messagelist' | 'cascade';
+  rows: Claimed[];
+  send(): Promise<Outcome[]>;
+}
+
 /**
- * One round: claim up to `batchSize` due messages, send them as one messagelist, record the
- * answer. A failed send (after the client's own retries) puts the rows back with a backoff.
+ * What a round sends: its messages as one messagelist, their stored text as it is; and, when
+ * the round holds cascade messages (rare: only then is the text parsed), those apart, through
+ * the cascade endpoint they name. Each part fails or succeeds on its own.
+ */
+function roundParts(deps: DispatchDeps, claimed: Claimed[], payloads: string): RoundPart[] {
+  const sendList = (rows: Claimed[], messages: () => Message[]) => async () =>
+    outcomesFrom(
+      rows,
+      deps.provider.sendMessagelistText && rows === claimed
+        ? await deps.provider.sendMessagelistText(payloads, claimed.length)
+        : await deps.provider.sendMessagelist(messages()),
+    );
+  if (!claimed.some((c) => c.type === 'cascade')) {
+    return [
+      {
+        what: 'messagelist',
+        rows: claimed,
+        send: sendList(claimed, () => JSON.parse(`[${payloads}]`) as Message[]),
+      },
+    ];
+  }
+  const parsed = JSON.parse(`[${payloads}]`) as Record<string, unknown>[];
+  const list: Claimed[] = [];
+  const listMessages: Message[] = [];
+  const byEndpoint = new Map<CascadeEndpoint, { rows: Claimed[]; messages: StoredCascade[] }>();
+  claimed.forEach((c, i) => {
+    if (c.type !== 'cascade') {
+      list.push(c);
+      listMessages.push(parsed[i] as unknown as Message);
+      return;
+    }
+    const stored = parsed[i] as unknown as StoredCascade;
+    const endpoint = stored.endpoint ?? 'general';
+    const group = byEndpoint.get(endpoint) ?? { rows: [], messages: [] };
+    group.rows.push(c);
+    group.messages.push(stored);
+    byEndpoint.set(endpoint, group);
+  });
+  const parts: RoundPart[] = [];
+  if (list.length > 0) {
+    parts.push({ what: 'messagelist', rows: list, send: sendList(list, () => listMessages) });
+  }
+  for (const [endpoint, group] of byEndpoint) {
+    parts.push({
+      what: 'cascade',
+      rows: group.rows,
+      send: async () => {
+        if (!deps.cascade) {
+          return group.rows.map((c) =>
+            rejectedOutcome(c, {
+              code: 'CASCADE_UNAVAILABLE',
+              message: 'no cascade client: the cascade API needs PROVIDER_API_KEY',
+            }),
+          );
+        }
+        const results = await deps.cascade.send(group.messages.map(toCascadeWire), { endpoint });
+        return group.rows.map((c, i): Outcome => {
+          const r = results[i];
+          if (!r) {
+            return rejectedOutcome(c, {
+              code: 'NO_ANSWER',
+              message: 'the provider answered without this message',
+            });
+          }
+          return {
+            id: c.message_id,
+            outboxId: c.outbox_id,
+            role: c.role,
+            status: 'accepted',
+            providerMessageId: r.messageId,
+            messagelistId: null,
+            parts: null,
+            error: null,
+            text: null,
+          };
+        });
+      },
+    });
+  }
+  return parts;
+}
+
+/**
+ * One round: claim up to `batchSize` due messages, send them as one messagelist (cascade
+ * messages through the cascade API), record the answer. A failed send (after the client's own
+ * retries) puts the rows back with a backoff.
  */
 export async function dispatchOnce(
   deps: DispatchDeps,
@@ -353,61 +484,47 @@ export async function dispatchOnce(
     const claimed = taken.rows;
     if (claimed.length === 0) return EMPTY;
     const full = taken.locked >= batchSize || claimed.length < taken.locked;
-    let responses: NormalisedMessagelistResponse[];
-    try {
-      responses = deps.provider.sendMessagelistText
-        ? await deps.provider.sendMessagelistText(taken.payloads, claimed.length)
-        : await deps.provider.sendMessagelist(JSON.parse(`[${taken.payloads}]`) as Message[]);
-    } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      deps.logger.warn({ err: { message }, count: claimed.length }, 'messagelist send failed');
-      const giveUp = claimed.filter((c) => c.attempts + 1 >= maxAttempts);
-      const retry = claimed.filter((c) => c.attempts + 1 < maxAttempts);
-      if (retry.length > 0) {
-        const ids = JSON.stringify(retry.map((c) => c.outbox_id));
-        await tx.execute(sql`
-          update outbox set attempts = attempts + 1, last_error = ${message},
-            available_at = ${new Date(now.getTime() + retryDelayMs(retry[0]!.attempts)).toISOString()}::timestamptz
-          where id in (select value::bigint from jsonb_array_elements_text(${ids}::jsonb))`);
-      }
-      if (giveUp.length > 0) {
-        const rejected = giveUp.map(
-          (c): Outcome => ({
-            id: c.message_id,
-            outboxId: c.outbox_id,
-            role: c.role,
-            status: 'rejected',
-            providerMessageId: null,
-            messagelistId: null,
-            parts: null,
-            error: {
+    const outcomes: Outcome[] = [];
+    let failed = 0;
+    let gaveUp = 0;
+    for (const part of roundParts(deps, claimed, taken.payloads)) {
+      try {
+        for (const o of await part.send()) outcomes.push(o);
+      } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        deps.logger.warn({ err: { message }, count: part.rows.length }, `${part.what} send failed`);
+        const giveUp = part.rows.filter((c) => c.attempts + 1 >= maxAttempts);
+        const retry = part.rows.filter((c) => c.attempts + 1 < maxAttempts);
+        if (retry.length > 0) {
+          const ids = JSON.stringify(retry.map((c) => c.outbox_id));
+          await tx.execute(sql`
+            update outbox set attempts = attempts + 1, last_error = ${message},
+              available_at = ${new Date(now.getTime() + retryDelayMs(retry[0]!.attempts)).toISOString()}::timestamptz
+            where id in (select value::bigint from jsonb_array_elements_text(${ids}::jsonb))`);
+        }
+        for (const c of giveUp) {
+          outcomes.push(
+            rejectedOutcome(c, {
               code: 'DISPATCH_FAILED',
               message: `gave up after ${maxAttempts} attempts: ${message}`,
-            },
-            text: null,
-          }),
-        );
-        await recordOutcomes(tx, rejected, now);
-        await deps.onRecorded?.(tx, rejected);
+            }),
+          );
+        }
+        failed += retry.length;
+        gaveUp += giveUp.length;
       }
-      return {
-        claimed: claimed.length,
-        full,
-        accepted: 0,
-        rejected: giveUp.length,
-        failed: retry.length,
-      };
     }
-    const outcomes = outcomesFrom(claimed, responses);
-    await recordOutcomes(tx, outcomes, now);
-    await deps.onRecorded?.(tx, outcomes);
+    if (outcomes.length > 0) {
+      await recordOutcomes(tx, outcomes, now);
+      await deps.onRecorded?.(tx, outcomes);
+    }
     const accepted = outcomes.filter((o) => o.status === 'accepted').length;
     return {
       claimed: claimed.length,
       full,
       accepted,
       rejected: outcomes.length - accepted,
-      failed: 0,
+      failed,
     };
   });
   if (result.accepted + result.rejected > 0) deps.onDispatched?.(result.accepted, result.rejected);

@@ -33,7 +33,8 @@ import {
   toNewEvent,
 } from './ingest.ts';
 import type { MessageStatus } from './status.ts';
-import { eventDetail, type NewEvent, statusAfter } from './timeline.ts';
+import { needsStatusCheck, queueStatusChecks } from './status-checks.ts';
+import { eventDetail, fallbackCountSql, type NewEvent, statusAfter } from './timeline.ts';
 
 export interface DeliveryBatcher {
   /** resolves once the callback is committed (or rejects: nothing of it was stored) */
@@ -258,11 +259,20 @@ async function storeBatch(deps: IngestDeps, parsed: Parsed[], now: Date): Promis
     // message of a call can need it (OnRecorded)
     const hooked = deps.onRecorded ? recorded.filter((r) => r.m.callId !== null) : [];
     const forgets = fresh.filter((i) => i.dropped.length > 0);
-    if (hooked.length === 0 && forgets.length === 0) {
+    // messages with fallbacks that a channel-less status ended: their record is read once more
+    const checks = recorded.filter(
+      (r) => r.after !== r.m.status && needsStatusCheck(r.after, r.m.fallbacks, r.events),
+    );
+    if (hooked.length === 0 && forgets.length === 0 && checks.length === 0) {
       await last(write);
       return items.map(answer);
     }
     await executePrepared(tx, write);
+    await queueStatusChecks(
+      tx,
+      checks.map((r) => r.m.id),
+      now,
+    );
 
     // raw bodies of dropped events: deleted when nothing else was in them, else cut out
     for (const item of forgets) {
@@ -291,6 +301,7 @@ async function storeBatch(deps: IngestDeps, parsed: Parsed[], now: Date): Promis
             after,
             callId: m.callId,
             role: m.role,
+            fallbacks: m.fallbacks,
           },
           events,
         );
@@ -361,8 +372,7 @@ async function lockAndCheck(
         select l.* from (select id from found order by id) f
           cross join lateral (
             select id, customer_message_id as cmid, provider_message_id as pmid, status,
-                   coalesce(jsonb_array_length(case when jsonb_typeof(payload->'fallbacks') = 'array'
-                     then payload->'fallbacks' end), 0) as fallbacks,
+                   ${fallbackCountSql(sql.raw('payload'))} as fallbacks,
                    call_id as "callId", role
             from messages where messages.id = f.id
             for update) l)

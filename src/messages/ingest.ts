@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { and, desc, eq, gte, inArray, lt, or, type SQL, sql } from 'drizzle-orm';
+import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import type { Clock } from '../clock.ts';
 import { type Db, rowsOf, type Tx } from '../db/client.ts';
 import { inboundMessages, inbox, messages, pendingEvents } from '../db/schema/index.ts';
@@ -18,6 +19,7 @@ import {
   type StatusMap,
 } from './delivery-parse.ts';
 import { decodeCursor, encodeCursor } from './read.ts';
+import { needsStatusCheck, queueStatusChecks } from './status-checks.ts';
 import { type NewEvent, type RecordResult, recordEvents } from './timeline.ts';
 
 export interface RawCallback {
@@ -125,21 +127,26 @@ export async function storeRaw(
   return row?.id;
 }
 
-/** A parsed callback event as a timeline event, pointing back at its inbox row. */
+/**
+ * A parsed callback event (or status record) as a timeline event, pointing back at its inbox
+ * row when it came in one.
+ */
 export function toNewEvent(
   e: DeliveryEvent,
-  inboxId: number,
+  inboxId: number | undefined,
   now: Date,
   source: NewEvent['source'],
 ): NewEvent {
   // assigned, not spread: see eventFrom in delivery-parse.ts
-  const detail: Record<string, unknown> = { inboxId };
+  const detail: Record<string, unknown> = {};
+  if (inboxId !== undefined) detail.inboxId = inboxId;
   if (e.rawStatus !== e.status) detail.providerStatus = e.rawStatus;
   if (e.providerMessageIds[0]) detail.messageId = e.providerMessageIds[0];
   if (e.error != null) detail.error = e.error;
   const event: NewEvent = { status: e.status, source, at: e.at ?? now, detail };
   if (e.channel !== undefined) event.channel = e.channel;
   if (e.fallbackIndex !== undefined) event.fallbackIndex = e.fallbackIndex;
+  if (e.perChannel) event.perChannel = true;
   return event;
 }
 
@@ -187,11 +194,16 @@ async function applyGrouped(
   groups: Map<string, NewEvent[]>,
   now: Date,
 ): Promise<void> {
+  const checks: string[] = [];
   for (const id of [...groups.keys()].sort()) {
     const events = groups.get(id)!;
     const result = await recordEvents(tx, id, events, now);
-    if (result && deps.onRecorded) await deps.onRecorded(tx, result, events);
+    if (!result) continue;
+    if (result.after !== result.before && needsStatusCheck(result.after, result.fallbacks, events))
+      checks.push(id);
+    if (deps.onRecorded) await deps.onRecorded(tx, result, events);
   }
+  await queueStatusChecks(tx, checks, now);
 }
 
 /** POST /hooks/delivery: store, parse, match, record; all or nothing. */
@@ -313,7 +325,32 @@ function field(o: Obj, ...paths: string[][]): unknown {
   return undefined;
 }
 
-/** POST /hooks/viber: store the body; an incoming message becomes a row of /v1/inbound. */
+/**
+ * The sender's number in E.164: the provider writes it without the `+` (incoming-messages
+ * page: `"phoneNumber": "380936670003"`). A value that is no phone number is kept as sent.
+ */
+export function senderE164(from: string | number): string {
+  const raw = String(from).trim();
+  const digits = raw.replace(/[\s().-]/g, '');
+  const candidate = digits.startsWith('+')
+    ? digits
+    : digits.startsWith('00')
+      ? `+${digits.slice(2)}`
+      : `+${digits}`;
+  if (/^\+[0-9]{7,15}$/.test(candidate)) {
+    const phone = parsePhoneNumberFromString(candidate);
+    if (phone?.isPossible()) return phone.number;
+    return candidate;
+  }
+  return raw;
+}
+
+/**
+ * POST /hooks/viber: store the body; an incoming message becomes a row of /v1/inbound. The
+ * provider's shape (`{idUuid, alphaName, phoneNumber, text, dt}`) and the condensed one
+ * (`{messageId, from, to, text, timestamp}`) are both read; a message whose provider id was
+ * stored before (a retry, even with another body) is not stored twice.
+ */
 export async function ingestViber(deps: IngestDeps, raw: RawCallback): Promise<IngestResult> {
   const now = deps.clock.now();
   return deps.db.transaction(async (tx) => {
@@ -339,6 +376,7 @@ export async function ingestViber(deps: IngestDeps, raw: RawCallback): Promise<I
       }
       const from = field(
         item,
+        ['phoneNumber'],
         ['from'],
         ['sender', 'phone'],
         ['sender', 'id'],
@@ -346,29 +384,40 @@ export async function ingestViber(deps: IngestDeps, raw: RawCallback): Promise<I
         ['sender'],
       );
       if (typeof from !== 'string' && typeof from !== 'number') {
-        problems.push(`message ${i}: no sender (looked for from, sender.phone, sender.id, phone)`);
+        problems.push(
+          `message ${i}: no sender (looked for phoneNumber, from, sender.phone, sender.id, phone)`,
+        );
         continue;
       }
       const text = field(item, ['text'], ['message', 'text'], ['body'], ['message']);
-      const to = field(item, ['to'], ['receiver']);
-      const pmid = field(item, ['messageId'], ['message_token'], ['id']);
+      const to = field(item, ['alphaName'], ['to'], ['receiver']);
+      const pmid = field(item, ['idUuid'], ['messageId'], ['message_token'], ['id']);
       rows.push({
         id: uuidv7(now.getTime()),
         inboxId,
         channel: 'viber',
-        from: String(from),
+        from: senderE164(from),
         to: typeof to === 'string' ? to : null,
         text: typeof text === 'string' ? text : null,
         providerMessageId: pmid === undefined ? null : String(pmid),
         data: item,
-        at: parseEventTime(field(item, ['timestamp'], ['time'], ['at'], ['date'])) ?? now,
+        at: parseEventTime(field(item, ['dt'], ['timestamp'], ['time'], ['at'], ['date'])) ?? now,
         receivedAt: now,
       });
     }
-    if (rows.length > 0) await tx.insert(inboundMessages).values(rows);
-    const outcome = { events: rows.length, matched: rows.length, pending: 0, problems };
+    // a provider id stored before (inbound_channel_pmid_idx) is the same message again
+    const stored =
+      rows.length === 0
+        ? []
+        : await tx
+            .insert(inboundMessages)
+            .values(rows)
+            .onConflictDoNothing()
+            .returning({ id: inboundMessages.id });
+    const outcome = { events: rows.length, matched: stored.length, pending: 0, problems };
     await tx.update(inbox).set({ outcome }).where(eq(inbox.id, inboxId));
-    return { duplicate: false, inboxId, ...outcome };
+    // every message of the body was stored before, under its provider id: a retry
+    return { duplicate: rows.length > 0 && stored.length === 0, inboxId, ...outcome };
   });
 }
 

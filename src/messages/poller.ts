@@ -1,15 +1,27 @@
 /**
- * Asks the provider about messages that have gone quiet: accepted or sent, with no final
- * status after `afterMs`. Each is asked at most once per `everyMs`; the provider client's
- * data-class token bucket (50 requests/s) spaces the requests.
+ * Asks the provider about messages, and ends the ones it never will say anything more of.
+ *
+ * - Quiet messages: accepted or sent, with no final status after `afterMs`; each is asked at
+ *   most once per `everyMs`, and no longer once its status is final.
+ * - Status checks: a message with fallbacks whose final status came from a callback that names
+ *   no channel (the provider's webhook) is asked once more, so which channel delivered and what
+ *   became of each (the record's `extendedStatuses`) reach its timeline.
+ * - Overdue messages: still without a final status `marginMs` after the end of their life
+ *   (`messages.expires_at`: dtExpire, or the TTLs; see `deadlineOf`) are marked expired, so
+ *   nothing is polled forever, and a call's `on: expired` runs.
+ *
+ * The record is read as a callback is (`parseStatusRecord`: one table of status words), and
+ * only news goes on the timeline. The provider client's data-class token bucket (50
+ * requests/s) spaces the requests.
  */
 import { sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
-import { type Db, rowsOf } from '../db/client.ts';
+import { type Db, rowsOf, type Tx } from '../db/client.ts';
 import type { Logger } from '../logger.ts';
-import { normaliseWord, type StatusMap } from './delivery-parse.ts';
-import type { OnRecorded } from './ingest.ts';
-import { recordEvents } from './timeline.ts';
+import { parseStatusRecord, type StatusMap } from './delivery-parse.ts';
+import { type OnRecorded, toNewEvent } from './ingest.ts';
+import type { MessageStatus } from './status.ts';
+import { type NewEvent, recordEvents } from './timeline.ts';
 
 export interface StatusLookup {
   getMessage(messageId: string): Promise<{ status?: string | undefined; raw: unknown }>;
@@ -28,16 +40,25 @@ export interface PollDeps {
 export interface PollOptions {
   afterMs: number;
   everyMs: number;
+  /** how long after the end of its life a message with no final status is marked expired */
+  expireMarginMs?: number;
   limit?: number;
 }
 
-/** One round; returns how many messages were asked about. */
+interface Due {
+  id: string;
+  provider_message_id: string;
+  status: MessageStatus;
+}
+
+/** One round: asks about quiet messages and due checks; returns how many were asked about. */
 export async function pollOnce(deps: PollDeps, opts: PollOptions): Promise<number> {
   const now = deps.clock.now();
+  const limit = opts.limit ?? 100;
   // mark first, in a short transaction: a slow provider never holds row locks, and another
   // instance polling at the same time skips what this one took
-  const due = await deps.db.transaction(async (tx) =>
-    rowsOf<{ id: string; provider_message_id: string; status: string }>(
+  const due = await deps.db.transaction(async (tx) => [
+    ...rowsOf<Due>(
       await tx.execute(sql`
         update messages set last_polled_at = ${now.toISOString()}::timestamptz
         where id in (
@@ -47,38 +68,115 @@ export async function pollOnce(deps: PollDeps, opts: PollOptions): Promise<numbe
             and (last_polled_at is null
                  or last_polled_at < ${new Date(now.getTime() - opts.everyMs).toISOString()}::timestamptz)
           order by updated_at
-          limit ${opts.limit ?? 100}
+          limit ${limit}
           for update skip locked)
         returning id, provider_message_id, status`),
     ),
+    ...rowsOf<Due>(
+      await tx.execute(sql`
+        with c as (
+          delete from status_checks where message_id in (
+            select message_id from status_checks
+            where due_at <= ${now.toISOString()}::timestamptz
+            order by due_at limit ${limit}
+            for update skip locked)
+          returning message_id)
+        select m.id, m.provider_message_id, m.status from c
+        join messages m on m.id = c.message_id
+        where m.provider_message_id is not null`),
+    ),
+  ]);
+  await Promise.all(due.map((m) => askAbout(deps, m)));
+  return due.length;
+}
+
+async function askAbout(deps: PollDeps, m: Due): Promise<void> {
+  let raw: unknown;
+  try {
+    raw = (await deps.provider.getMessage(m.provider_message_id)).raw;
+  } catch (err) {
+    deps.logger.warn({ err: { message: (err as Error).message } }, 'status poll failed');
+    return;
+  }
+  const parsed = parseStatusRecord(raw, m.provider_message_id, deps.statusMap);
+  if (parsed.events.length === 0) return;
+  await deps.db.transaction(async (tx) => {
+    const at = deps.clock.now();
+    const known = await channelStatuses(
+      tx,
+      m.id,
+      parsed.events.some((e) => e.perChannel),
+    );
+    const events: NewEvent[] = [];
+    for (const e of parsed.events) {
+      const event = toNewEvent(e, undefined, at, 'poll');
+      if (!e.perChannel && event.detail) event.detail.response = raw;
+      if (e.perChannel) {
+        // only news: a channel whose word is the one already on the timeline adds nothing
+        if (known.get(e.channel ?? '') === e.rawStatus) continue;
+      } else if (e.status === m.status) continue;
+      events.push(event);
+    }
+    if (events.length === 0) return;
+    const result = await recordEvents(tx, m.id, events, at);
+    if (result && deps.onRecorded) await deps.onRecorded(tx, result, events);
+  });
+}
+
+/** The latest word of each channel on a message's timeline (per-channel events only). */
+async function channelStatuses(
+  tx: Tx,
+  messageId: string,
+  wanted: boolean,
+): Promise<Map<string, string>> {
+  if (!wanted) return new Map();
+  const rows = rowsOf<{ channel: string; word: string }>(
+    await tx.execute(sql`
+      select distinct on (detail->>'channel') detail->>'channel' as channel,
+        coalesce(detail->>'providerStatus', status) as word
+      from message_events
+      where message_id = ${messageId} and detail->>'perChannel' = 'true'
+      order by detail->>'channel', at desc, id desc`),
   );
-  await Promise.all(
-    due.map(async (m) => {
-      let answer: { status?: string | undefined; raw: unknown };
-      try {
-        answer = await deps.provider.getMessage(m.provider_message_id);
-      } catch (err) {
-        deps.logger.warn({ err: { message: (err as Error).message } }, 'status poll failed');
-        return;
-      }
-      if (!answer.status) return;
-      const status = deps.statusMap[normaliseWord(answer.status)] ?? answer.status;
-      // only news goes on the timeline: a poll that confirms what we know adds nothing
-      if (status === m.status) return;
-      const at = deps.clock.now();
-      const events = [
+  return new Map(rows.map((r) => [r.channel, r.word]));
+}
+
+/**
+ * Marks expired the messages still accepted or sent `marginMs` after the end of their life;
+ * returns how many. Each moves in its own short transaction, with the call runtime's hook.
+ */
+export async function expireOverdue(
+  deps: Pick<PollDeps, 'db' | 'clock' | 'onRecorded'>,
+  opts: { marginMs: number; limit?: number },
+): Promise<number> {
+  const now = deps.clock.now();
+  const cutoff = new Date(now.getTime() - opts.marginMs);
+  return deps.db.transaction(async (tx) => {
+    const rows = rowsOf<{ id: string; expires_at: string | Date }>(
+      await tx.execute(sql`
+        select id, expires_at from messages
+        where status in ('accepted', 'sent') and expires_at < ${cutoff.toISOString()}::timestamptz
+        order by expires_at
+        limit ${opts.limit ?? 100}
+        for update skip locked`),
+    );
+    for (const r of rows) {
+      const expiresAt = new Date(r.expires_at);
+      const events: NewEvent[] = [
         {
-          status,
-          source: 'poll' as const,
-          at,
-          detail: { providerStatus: answer.status, response: answer.raw },
+          status: 'expired',
+          source: 'expiry',
+          at: now,
+          detail: {
+            reason: 'no final status from the provider by the end of its life, and a margin',
+            expiresAt: expiresAt.toISOString(),
+            marginMs: opts.marginMs,
+          },
         },
       ];
-      await deps.db.transaction(async (tx) => {
-        const result = await recordEvents(tx, m.id, events, at);
-        if (result && deps.onRecorded) await deps.onRecorded(tx, result, events);
-      });
-    }),
-  );
-  return due.length;
+      const result = await recordEvents(tx, r.id, events, now);
+      if (result && deps.onRecorded) await deps.onRecorded(tx, result, events);
+    }
+    return rows.length;
+  });
 }

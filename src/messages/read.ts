@@ -10,7 +10,13 @@ import { type MessageRow, messageEvents, messages } from '../db/schema/index.ts'
 import { AppError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
 import type { MessageStatus } from './status.ts';
-import type { MessageList, MessageSummary, MessageView, TimelineEvent } from './views.ts';
+import type {
+  FlashcallAnswer,
+  MessageList,
+  MessageSummary,
+  MessageView,
+  TimelineEvent,
+} from './views.ts';
 
 export function toSummary(row: MessageRow): MessageSummary {
   return {
@@ -120,7 +126,7 @@ export async function getMessage(db: Db, ref: string): Promise<MessageView> {
   }
   const events: TimelineJson[] =
     typeof found.timeline === 'string' ? JSON.parse(found.timeline) : found.timeline;
-  return {
+  const view: MessageView = {
     ...toSummary(found.message),
     timeline: events.map((e) => ({
       status: e.status,
@@ -130,6 +136,26 @@ export async function getMessage(db: Db, ref: string): Promise<MessageView> {
       ...(e.detail != null && { detail: e.detail }),
     })),
   };
+  if (found.message.type === 'flashcall') {
+    const answer = flashcallAnswer(events);
+    if (answer) view.flashcall = answer;
+  }
+  return view;
+}
+
+/** A flash call's answer, as the dispatcher kept it on the `accepted` event of its timeline. */
+function flashcallAnswer(events: TimelineJson[]): FlashcallAnswer | undefined {
+  for (const e of events) {
+    if (e.source !== 'dispatch' || typeof e.detail !== 'object' || e.detail === null) continue;
+    const d = e.detail as Record<string, unknown>;
+    const answer: FlashcallAnswer = {};
+    if (typeof d.callerId === 'string') answer.callerId = d.callerId;
+    if (typeof d.pattern === 'string') answer.pattern = d.pattern;
+    if (typeof d.ttl === 'number') answer.ttl = d.ttl;
+    if (typeof d.text === 'string') answer.code = d.text;
+    if (Object.keys(answer).length > 0) return answer;
+  }
+  return undefined;
 }
 
 export interface MessageFilter {

@@ -12,7 +12,13 @@ import { type Db, executePrepared, type Tx } from '../db/client.ts';
 import type { NewMessageRow } from '../db/schema/index.ts';
 import { AppError, type ErrorCode, type ErrorDetail, formatPath } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
-import { validateMessage } from '../provider/message.ts';
+import {
+  DEFAULT_LIFETIME_SECONDS,
+  deadlineOf,
+  toWireMessage,
+  validateMessage,
+} from '../provider/message.ts';
+import { validateCascadeInput } from './cascade.ts';
 import type { SubmitResult } from './views.ts';
 
 export const MAX_MESSAGES_PER_REQUEST = 5000;
@@ -28,6 +34,8 @@ export interface SubmitOptions {
   /** links the stored messages to a call (the call runtime sets these) */
   callId?: string;
   role?: 'call' | 'follow-up';
+  /** the life of a message that states none (MESSAGE_LIFETIME_SECONDS) */
+  lifetimeSeconds?: number;
 }
 
 /** A message that passed validation, with its ids assigned, ready to be stored. */
@@ -50,9 +58,73 @@ function prefixDetails(prefix: string, details: ErrorDetail[]): ErrorDetail[] {
   return details.map((d) => ({ ...d, path: d.path ? `${prefix}.${d.path}` : prefix }));
 }
 
+/** One checked input, ready to be given its ids and stored. */
+type Checked =
+  | { ok: false; error: Rejection }
+  | {
+      ok: true;
+      type: string;
+      from: string;
+      to: string;
+      customerMessageId: string | undefined;
+      parts: number | null;
+      expiresAt: Date;
+      /** the payload to store, as it is sent, once the customerMessageId is known */
+      payload(customerMessageId: string): unknown;
+    };
+
+function checkOne(input: unknown, opts: SubmitOptions, now: Date): Checked {
+  const lifetime = opts.lifetimeSeconds ?? DEFAULT_LIFETIME_SECONDS;
+  if ((input as { type?: unknown } | null)?.type === 'cascade') {
+    const c = validateCascadeInput(input as Record<string, unknown>);
+    if (!c.ok) {
+      const recipient = c.details.find((d) => d.code === 'INVALID_RECIPIENT');
+      const first = recipient ?? c.details[0];
+      return {
+        ok: false,
+        error: {
+          code: recipient ? 'INVALID_RECIPIENT' : 'INVALID_MESSAGE',
+          message: first ? `${first.path || 'message'}: ${first.message}` : 'invalid message',
+          details: c.details,
+        },
+      };
+    }
+    const m = c.message;
+    const start = m.scheduledSent !== undefined ? Date.parse(m.scheduledSent) : now.getTime();
+    return {
+      ok: true,
+      type: 'cascade',
+      from: m.fromName,
+      to: m.toPhone,
+      customerMessageId: m.id === '' ? undefined : m.id,
+      parts: null,
+      expiresAt: new Date(Math.max(start, now.getTime()) + (m.ttl ?? lifetime) * 1000),
+      payload: (customerMessageId) => ({ ...m, id: customerMessageId }),
+    };
+  }
+  const checked = validateMessage(input, {
+    now,
+    ...(opts.maxSmsParts !== undefined && { maxSmsParts: opts.maxSmsParts }),
+  });
+  if (!checked.ok) return { ok: false, error: checked.error };
+  const message = checked.message;
+  return {
+    ok: true,
+    type: message.type,
+    from: message.from,
+    to: message.to,
+    customerMessageId: message.customerMessageId,
+    parts: checked.parts ?? null,
+    expiresAt: deadlineOf(message, now, lifetime),
+    // stored as it is sent: the dispatcher posts the stored text unchanged
+    payload: (customerMessageId) => toWireMessage({ ...message, customerMessageId }),
+  };
+}
+
 /**
- * Validates each input (every rule of the seed, through the provider models) and assigns ids.
- * Returns the per-input results (rejections filled in) and the messages to store.
+ * Validates each input (every rule of the provider's interface, through the provider models;
+ * a `type: "cascade"` message through the cascade's) and assigns ids. Returns the per-input
+ * results (rejections filled in) and the messages to store.
  */
 export function prepareMessages(
   inputs: unknown[],
@@ -65,10 +137,7 @@ export function prepareMessages(
   inputs.forEach((input, index) => {
     const prefix = formatPath(['messages', index]);
     const cmid = (input as { customerMessageId?: unknown } | null)?.customerMessageId;
-    const checked = validateMessage(input, {
-      now,
-      ...(opts.maxSmsParts !== undefined && { maxSmsParts: opts.maxSmsParts }),
-    });
+    const checked = checkOne(input, opts, now);
     if (!checked.ok) {
       results[index] = rejected(cmid, {
         ...checked.error,
@@ -77,8 +146,7 @@ export function prepareMessages(
       return;
     }
     const id = uuidv7(now.getTime());
-    const message = checked.message;
-    const customerMessageId = message.customerMessageId ?? id;
+    const customerMessageId = checked.customerMessageId ?? id;
     const earlier = seen.get(customerMessageId);
     if (earlier !== undefined) {
       results[index] = rejected(customerMessageId, {
@@ -100,12 +168,13 @@ export function prepareMessages(
       row: {
         id,
         customerMessageId,
-        type: message.type,
-        from: message.from,
-        to: message.to,
-        payload: { ...message, customerMessageId },
+        type: checked.type,
+        from: checked.from,
+        to: checked.to,
+        payload: checked.payload(customerMessageId),
         status: 'queued',
-        parts: checked.parts ?? null,
+        parts: checked.parts,
+        expiresAt: checked.expiresAt,
         callId: opts.callId ?? null,
         role: opts.role ?? null,
         createdAt: now,
@@ -136,6 +205,7 @@ export function messageInserts(prepared: PreparedMessage[], now: Date): SQL {
     payload: r.payload,
     status: r.status,
     parts: r.parts ?? null,
+    expires_at: r.expiresAt ?? null,
     call_id: r.callId ?? null,
     role: r.role ?? null,
     created_at: r.createdAt ?? now,
@@ -144,13 +214,13 @@ export function messageInserts(prepared: PreparedMessage[], now: Date): SQL {
   const at = now.toISOString();
   return sql`msg as (
       insert into messages (id, customer_message_id, type, "from", "to", payload, status, parts,
-                            call_id, role, created_at, updated_at)
+                            expires_at, call_id, role, created_at, updated_at)
       select v.id, v.customer_message_id, v.type, v."from", v."to", v.payload, v.status, v.parts,
-             v.call_id, v.role, v.created_at, v.updated_at
+             v.expires_at, v.call_id, v.role, v.created_at, v.updated_at
       from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
         as v(id uuid, customer_message_id text, type text, "from" text, "to" text, payload jsonb,
-             status text, parts int, call_id uuid, role text, created_at timestamptz,
-             updated_at timestamptz)
+             status text, parts int, expires_at timestamptz, call_id uuid, role text,
+             created_at timestamptz, updated_at timestamptz)
       on conflict (customer_message_id) do nothing
       returning id, parts),
     msg_events as (

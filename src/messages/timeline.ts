@@ -8,7 +8,7 @@ import type { Queryable, Tx } from '../db/client.ts';
 import { messageEvents, messages } from '../db/schema/index.ts';
 import { type MessageStatus, nextStatus } from './status.ts';
 
-export type EventSource = 'api' | 'dispatch' | 'provider' | 'callback' | 'poll' | 'call';
+export type EventSource = 'api' | 'dispatch' | 'provider' | 'callback' | 'poll' | 'call' | 'expiry';
 
 export interface NewEvent {
   /** canonical status, or the vendor's word kept verbatim */
@@ -24,6 +24,8 @@ export interface NewEvent {
    * leaves fallbacks to try does not end the message.
    */
   fallbackIndex?: number;
+  /** one channel's status from a record's extendedStatuses: on the timeline, status unmoved */
+  perChannel?: true;
 }
 
 export interface RecordResult {
@@ -33,11 +35,28 @@ export interface RecordResult {
   /** the call the message belongs to, and its role there */
   callId: string | null;
   role: string | null;
+  /** how many fallbacks the message has */
+  fallbacks: number;
 }
 
-function fallbacksOf(payload: unknown): number {
-  const f = (payload as { fallbacks?: unknown } | null)?.fallbacks;
-  return Array.isArray(f) ? f.length : 0;
+/**
+ * How many fallbacks a stored message has: it is stored as sent, with one fallback as a
+ * `fallback` object (the docs' form) and more as a `fallbacks` list. `fallbackCountSql` is the
+ * same rule for set-based statements; a test holds the two to each other.
+ */
+export function fallbacksOf(payload: unknown): number {
+  if (typeof payload !== 'object' || payload === null) return 0;
+  const p = payload as { fallbacks?: unknown; fallback?: unknown };
+  if (Array.isArray(p.fallbacks)) return p.fallbacks.length;
+  const one = p.fallback;
+  return typeof one === 'object' && one !== null && !Array.isArray(one) ? 1 : 0;
+}
+
+/** `fallbacksOf` in SQL, over a jsonb payload column. */
+export function fallbackCountSql(payload: SQL): SQL {
+  return sql`(case when jsonb_typeof(${payload}->'fallbacks') = 'array'
+    then jsonb_array_length(${payload}->'fallbacks')
+    when jsonb_typeof(${payload}->'fallback') = 'object' then 1 else 0 end)`;
 }
 
 const FAILURE = new Set(['failed', 'expired', 'rejected']);
@@ -50,20 +69,30 @@ export function eventDetail(e: NewEvent): Record<string, unknown> {
   const detail: Record<string, unknown> = Object.assign({}, e.detail);
   if (e.channel !== undefined) detail.channel = e.channel;
   if (e.fallbackIndex !== undefined) detail.fallbackIndex = e.fallbackIndex;
+  if (e.perChannel) detail.perChannel = true;
   return detail;
 }
 
 /**
- * The status an event moves the message to. A failed or expired primary (or fallback) with
- * fallbacks left to try is not the end: the message stays where it is until the last one
- * settles.
+ * The status an event moves the message to. An event about one channel (it names a channel
+ * or a fallback) that fails while fallbacks are left to try is not the end: the message stays
+ * where it is until the last one settles. An event that names no channel is about the
+ * message as a whole (the provider's own status record and webhook: its status counts every
+ * channel). A per-channel status from a record's extendedStatuses never moves it.
  */
 export function statusAfter(
   current: MessageStatus,
-  event: Pick<NewEvent, 'status' | 'fallbackIndex' | 'source'>,
+  event: Pick<NewEvent, 'status' | 'fallbackIndex' | 'source' | 'channel' | 'perChannel'>,
   fallbackCount: number,
 ): MessageStatus {
-  if (FAILURE.has(event.status) && event.source !== 'dispatch' && fallbackCount > 0) {
+  if (event.perChannel) return current;
+  const aboutOneChannel = event.channel !== undefined || event.fallbackIndex !== undefined;
+  if (
+    FAILURE.has(event.status) &&
+    event.source !== 'dispatch' &&
+    aboutOneChannel &&
+    fallbackCount > 0
+  ) {
     const index = event.fallbackIndex ?? -1;
     if (index < fallbackCount - 1) return current;
   }
@@ -116,7 +145,7 @@ export async function recordEvents(
   if (after !== before) set.status = after;
   if (deliveredVia) set.deliveredVia = deliveredVia;
   await tx.update(messages).set(set).where(eq(messages.id, messageId));
-  return { messageId, before, after, callId: row.callId, role: row.role };
+  return { messageId, before, after, callId: row.callId, role: row.role, fallbacks: fallbackCount };
 }
 
 /** SQL for a status's rank, mirroring status.ts, for set-based updates of many rows. */

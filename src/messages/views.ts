@@ -32,7 +32,7 @@ export const TimelineEvent = z
     }),
     at: z.string().meta({ description: "the event's own time (ISO 8601)" }),
     receivedAt: z.string().meta({ description: 'when Switchboard stored it (ISO 8601)' }),
-    source: z.enum(['api', 'dispatch', 'provider', 'callback', 'poll', 'call']),
+    source: z.enum(['api', 'dispatch', 'provider', 'callback', 'poll', 'call', 'expiry']),
     detail: z.unknown().optional(),
   })
   .meta({ id: 'TimelineEvent' });
@@ -61,7 +61,32 @@ export const MessageSummary = z
   .meta({ id: 'MessageSummary' });
 export type MessageSummary = z.infer<typeof MessageSummary>;
 
-export const MessageView = MessageSummary.extend({ timeline: z.array(TimelineEvent) }).meta({
+/** What the provider answered a flash call with (flashcall.md, "Response Format"). */
+export const FlashcallAnswer = z
+  .object({
+    callerId: z
+      .string()
+      .optional()
+      .meta({ description: 'the number that calls', example: '+380123456789' }),
+    pattern: z
+      .string()
+      .optional()
+      .meta({ description: 'the caller id with digits masked by *', example: '***456789' }),
+    ttl: z.number().int().optional().meta({ description: 'seconds the call is valid' }),
+    code: z
+      .string()
+      .optional()
+      .meta({ description: 'the code the provider chose, when it answers with one' }),
+  })
+  .meta({ id: 'FlashcallAnswer' });
+export type FlashcallAnswer = z.infer<typeof FlashcallAnswer>;
+
+export const MessageView = MessageSummary.extend({
+  timeline: z.array(TimelineEvent),
+  flashcall: FlashcallAnswer.optional().meta({
+    description: "a flash call's answer from the provider, once it was sent",
+  }),
+}).meta({
   id: 'Message',
 });
 export type MessageView = z.infer<typeof MessageView>;

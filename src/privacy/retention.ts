@@ -158,6 +158,9 @@ async function stripTexts(tx: Tx, ids: readonly string[]): Promise<number> {
                select coalesce(jsonb_agg(f - 'text' - 'messageData'), '[]'::jsonb)
                from jsonb_array_elements(payload->'fallbacks') f))
              else '{}'::jsonb end
+        || case when jsonb_typeof(payload->'fallback') = 'object'
+             then jsonb_build_object('fallback', (payload->'fallback') - 'text' - 'messageData')
+             else '{}'::jsonb end
         || '{"redacted":"retention"}'::jsonb
       where id in ${idList(ids)} and not (payload ? 'redacted')
       returning id`),

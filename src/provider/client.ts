@@ -30,7 +30,10 @@ import {
   type Message,
   type NormalisedMessagelistResponse,
   parseMessagelistResponse,
+  toWireMessage,
+  type WireMessage,
 } from './message.ts';
+import { statusWordOf } from './statuses.ts';
 
 /**
  * The three methods of seed 5: Basic login:password; the API key in X-Authorization-Key
@@ -108,10 +111,10 @@ export class MessagelistError extends ProviderError {
   }
 }
 
-/** What GET /bat/message/{id} answers; its fields are not in the seed, so `raw` keeps all. */
+/** What GET /bat/message/{id} answers (status.md): the status word, and the whole record. */
 export const MessageStatus = z.object({
   messageId: z.string(),
-  /** Lower-cased status when the body names one under a usual field. */
+  /** The lower-cased status word (`deliverystatus`, or a usual field name), when there is one. */
   status: z.string().optional(),
   raw: z.unknown(),
 });
@@ -171,7 +174,7 @@ export function createProviderClient(
   const perRequest = Math.min(opts.maxPerRequest ?? MAX_MESSAGES_PER_LIST, MAX_MESSAGES_PER_LIST);
 
   async function sendChunk(
-    body: { json: { messages: Message[] } } | { jsonText: string },
+    body: { json: { messages: WireMessage[] } } | { jsonText: string },
     signal?: AbortSignal,
   ): Promise<NormalisedMessagelistResponse> {
     const res = await transport.request({
@@ -216,7 +219,10 @@ export function createProviderClient(
 
   async function sendMessagelistSettled(messages: Message[], o: { signal?: AbortSignal } = {}) {
     const chunks = chunk(messages, perRequest);
-    const settled = await settle(chunks, (c) => sendChunk({ json: { messages: c } }, o.signal));
+    // sent as the docs write them (a single fallback as `fallback`): toWireMessage
+    const settled = await settle(chunks, (c) =>
+      sendChunk({ json: { messages: c.map(toWireMessage) } }, o.signal),
+    );
     return settled.map((s, i): ChunkResult => ({ messages: chunks[i] ?? [], ...s }));
   }
 
@@ -288,23 +294,8 @@ export function createProviderClient(
         ...(o.signal ? { signal: o.signal } : {}),
       });
       const raw = res.json ?? res.text;
-      const status = findStatus(raw);
+      const status = statusWordOf(raw);
       return status === undefined ? { messageId, raw } : { messageId, status, raw };
     },
   };
-}
-
-function findStatus(body: unknown): string | undefined {
-  if (!body || typeof body !== 'object') return undefined;
-  const o = body as Record<string, unknown>;
-  for (const key of ['status', 'state', 'messageStatus', 'deliveryStatus']) {
-    const v = o[key];
-    if (typeof v === 'string' && v !== '') return v.toLowerCase();
-  }
-  for (const key of ['message', 'messages', 'data']) {
-    const inner = Array.isArray(o[key]) ? (o[key] as unknown[])[0] : o[key];
-    const found = inner !== body ? findStatus(inner) : undefined;
-    if (found) return found;
-  }
-  return undefined;
 }

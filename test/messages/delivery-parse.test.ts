@@ -4,6 +4,7 @@ import {
   DEFAULT_STATUS_MAP,
   parseDeliveryBody,
   parseEventTime,
+  parseStatusRecord,
   statusMapWith,
 } from '../../src/messages/delivery-parse.ts';
 import { storable } from '../../src/messages/ingest.ts';
@@ -141,5 +142,88 @@ describe('storable', () => {
     let out = storable(deep) as { k: unknown } | string;
     for (let i = 0; i < 2000; i++) out = (out as { k: unknown }).k as { k: unknown } | string;
     expect(out).toBe('end\uFFFD');
+  });
+});
+
+describe("the provider's own shapes (docs/api/smsbat/status.md at bc0d114)", () => {
+  it('reads the status webhook: deliverystatus, keyed by messageId alone', () => {
+    // "Webhook Alternative"
+    const { events, problems } = parseDeliveryBody(
+      JSON_TYPE,
+      JSON.stringify({
+        messageId: 'abc123def456',
+        deliverystatus: 'delivered',
+        timestamp: '2025-01-23T10:30:00Z',
+        cost: 0.05,
+      }),
+    );
+    expect(problems).toEqual([]);
+    expect(events).toEqual([
+      {
+        providerMessageIds: ['abc123def456'],
+        status: 'delivered',
+        rawStatus: 'delivered',
+        at: new Date('2025-01-23T10:30:00Z'),
+      },
+    ]);
+  });
+
+  it.each([
+    ['scheduled', 'accepted'],
+    ['processing', 'sent'],
+    ['delivered', 'delivered'],
+    ['undeliverable', 'failed'],
+    ['permanenterror', 'failed'],
+  ])('maps %s to %s ("Delivery Status Values")', (word, status) => {
+    expect(DEFAULT_STATUS_MAP[word]).toBe(status);
+  });
+
+  it("reads a record's extendedStatuses as per-channel events beside its own", () => {
+    // "Extended Response (with Fallback)"
+    const record = {
+      messagelistId: 123456,
+      messageId: 'abc123def456',
+      deliverystatus: 'delivered',
+      partscount: 1,
+      cost: 0.05,
+      fallbacks: [{ type: 'sms', status: 'not_used' }],
+      extendedStatuses: { viber: 'delivered', sms: 'not_used' },
+    };
+    const { events } = parseStatusRecord(record, 'abc123def456');
+    expect(events).toEqual([
+      { providerMessageIds: ['abc123def456'], status: 'delivered', rawStatus: 'delivered' },
+      {
+        providerMessageIds: ['abc123def456'],
+        status: 'delivered',
+        rawStatus: 'delivered',
+        channel: 'viber',
+        perChannel: true,
+      },
+      {
+        providerMessageIds: ['abc123def456'],
+        status: 'not_used',
+        rawStatus: 'not_used',
+        channel: 'sms',
+        perChannel: true,
+      },
+    ]);
+    // without extendedStatuses, the fallbacks list says the same
+    const { extendedStatuses: _, ...short } = record;
+    expect(parseStatusRecord(short, 'abc123def456').events.map((e) => e.channel)).toEqual([
+      undefined,
+      'sms',
+    ]);
+  });
+
+  it('reads a record that names no id as the record of the message asked about', () => {
+    // "Scheduled": the docs' example carries no messageId
+    const { events, problems } = parseStatusRecord(
+      { deliverystatus: 'scheduled', partscount: 1 },
+      'p-9',
+    );
+    expect(problems).toEqual([]);
+    expect(events).toEqual([
+      { providerMessageIds: ['p-9'], status: 'accepted', rawStatus: 'scheduled' },
+    ]);
   });
 });

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MESSAGE_STATUSES, nextStatus } from '../../src/messages/status.ts';
+import { statusAfter } from '../../src/messages/timeline.ts';
 
 describe('nextStatus', () => {
   it.each([
@@ -57,5 +58,30 @@ describe('nextStatus', () => {
         }
       }),
     );
+  });
+});
+
+describe('statusAfter: one channel, or the message as a whole', () => {
+  const callback = { source: 'callback' as const };
+  it('waits for the fallbacks when one channel fails, but not when the whole message did', () => {
+    // the condensed interface names the channel of each event: the primary failing with a
+    // fallback left is not the end
+    expect(statusAfter('sent', { ...callback, status: 'failed', channel: 'viber' }, 1)).toBe(
+      'sent',
+    );
+    expect(
+      statusAfter('sent', { ...callback, status: 'failed', channel: 'sms', fallbackIndex: 0 }, 1),
+    ).toBe('failed');
+    // the provider's own webhook names none: its deliverystatus counts every channel
+    // (status.md, "Webhook Alternative")
+    expect(statusAfter('sent', { ...callback, status: 'failed' }, 1)).toBe('failed');
+  });
+
+  it("never moves the status by a channel's own status from extendedStatuses", () => {
+    for (const status of ['delivered', 'failed', 'read', 'expired', 'not_used']) {
+      expect(
+        statusAfter('sent', { source: 'poll', status, channel: 'sms', perChannel: true }, 1),
+      ).toBe('sent');
+    }
   });
 });

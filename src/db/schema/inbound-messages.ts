@@ -1,4 +1,14 @@
-import { bigint, index, jsonb, pgTable, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { sql } from 'drizzle-orm';
+import {
+  bigint,
+  index,
+  jsonb,
+  pgTable,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from 'drizzle-orm/pg-core';
 import { inbox } from './inbox.ts';
 
 /** Incoming Viber messages (GET /v1/inbound). */
@@ -21,5 +31,13 @@ export const inboundMessages = pgTable(
       .notNull()
       .defaultNow(),
   },
-  (t) => [index('inbound_from_id_idx').on(t.from, t.id), index('inbound_at_idx').on(t.at)],
+  (t) => [
+    index('inbound_from_id_idx').on(t.from, t.id),
+    index('inbound_at_idx').on(t.at),
+    // the provider's id of an incoming message (its idUuid): a message it sends again, even
+    // in a body that differs, is stored once
+    uniqueIndex('inbound_channel_pmid_idx')
+      .on(t.channel, t.providerMessageId)
+      .where(sql`${t.providerMessageId} is not null`),
+  ],
 );

@@ -8,3 +8,4 @@ export * from './messages.ts';
 export * from './outbox.ts';
 export * from './pending-events.ts';
 export * from './settings.ts';
+export * from './status-checks.ts';

@@ -30,6 +30,11 @@ export const messages = pgTable(
     error: jsonb('error'),
     /** when the status poller last asked the provider about it */
     lastPolledAt: timestamp('last_polled_at', { withTimezone: true, mode: 'date' }),
+    /**
+     * when the message's life ends (dtExpire, or its TTLs from dispatch, fallbacks' included):
+     * one still without a final status some margin after this is marked expired
+     */
+    expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }),
     ...timestamps,
   },
   (t) => [

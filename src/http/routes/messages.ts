@@ -20,7 +20,7 @@ export const SubmitRequest = z
   .object({
     messages: z.array(z.record(z.string(), z.unknown())).min(1).max(MAX_MESSAGES_PER_REQUEST).meta({
       description:
-        'message objects of the seed (2.3); customerMessageId optional (generated when absent)',
+        "message objects of the provider's messagelist (docs/provider.md: sms, viber_trans, viber_promo, viber_carousel, viber_survey, viber_otp, viber_session, rcs, flashcall, flashcall_callback, speechcall), or `type: \"cascade\"` for one message through the cascade API; customerMessageId optional (generated when absent)",
     }),
   })
   .meta({
@@ -33,6 +33,26 @@ export const SubmitRequest = z
           type: 'sms',
           text: 'Your order 42 has shipped',
           customerMessageId: 'order-42-shipped',
+        },
+        {
+          from: 'Acme',
+          to: '+380501234567',
+          type: 'rcs',
+          text: 'Your order 42 is ready for pickup',
+          messageData: {
+            buttons: [
+              { text: 'Track', action: { type: 'openUrl', url: 'https://example.com/track/42' } },
+            ],
+          },
+          fallback: { type: 'sms', text: 'Order 42 is ready: https://example.com/track/42' },
+        },
+        {
+          type: 'cascade',
+          from: 'Acme',
+          to: '+380501234567',
+          messageType: 'transaction',
+          text: 'Hi %name=1%, order 42 has shipped',
+          variables: [{ id: 1, type: 'name', value: 'Ann' }],
         },
       ],
     },
@@ -111,16 +131,16 @@ export function messageRoutes(deps: {
   db: Db;
   clock: Clock;
   maxSmsParts?: number;
+  lifetimeSeconds?: number;
   onQueued?: () => void;
 }) {
   const app = newRouter();
   app.openapi(submit, async (c) => {
     const { messages } = c.req.valid('json');
-    const { results } = await submitMessages(
-      deps,
-      messages,
-      deps.maxSmsParts === undefined ? {} : { maxSmsParts: deps.maxSmsParts },
-    );
+    const { results } = await submitMessages(deps, messages, {
+      ...(deps.maxSmsParts !== undefined && { maxSmsParts: deps.maxSmsParts }),
+      ...(deps.lifetimeSeconds !== undefined && { lifetimeSeconds: deps.lifetimeSeconds }),
+    });
     deps.onQueued?.();
     return c.json({ messages: results }, 202);
   });

@@ -1,0 +1,49 @@
+/**
+ * How many fallbacks a stored message has is one rule written twice: `fallbacksOf` in
+ * TypeScript (recordEvents) and `fallbackCountSql` in SQL (the delivery batch). The two must
+ * answer alike for every payload, the docs' `fallback` object and the `fallbacks` list included.
+ */
+
+import { sql } from 'drizzle-orm';
+import fc from 'fast-check';
+import { expect, it } from 'vitest';
+import { rowsOf } from '../../src/db/client.ts';
+import { fallbackCountSql, fallbacksOf } from '../../src/messages/timeline.ts';
+import { describeEachEngine } from '../support/db.ts';
+
+const payload = fc.record(
+  {
+    type: fc.constant('viber_trans'),
+    fallback: fc.oneof(fc.record({ type: fc.constant('sms'), text: fc.string() }), fc.jsonValue()),
+    fallbacks: fc.oneof(
+      fc.array(fc.record({ type: fc.constant('sms') }), { maxLength: 4 }),
+      fc.jsonValue(),
+    ),
+  },
+  { requiredKeys: ['type'] },
+);
+
+describeEachEngine('the fallback count', (ctx) => {
+  it('is the same in TypeScript and in SQL, for every payload', async () => {
+    const samples = [
+      { type: 'sms' },
+      { type: 'sms', fallback: { type: 'sms', text: 'x' } },
+      { type: 'sms', fallbacks: [{ type: 'sms' }, { type: 'sms' }] },
+      { type: 'sms', fallback: null },
+      { type: 'sms', fallback: [] },
+      { type: 'sms', fallbacks: {} },
+      ...fc.sample(payload, { numRuns: 300, seed: 19 }),
+    ];
+    // JSON round trip: what is stored is JSON, and -0 or undefined do not survive it
+    const stored = samples.map((s) => JSON.parse(JSON.stringify(s)) as unknown);
+    const rows = rowsOf<{ n: number }>(
+      await ctx.database().db.execute(sql`
+        select ${fallbackCountSql(sql`p.value`)}::int as n
+        from jsonb_array_elements(${JSON.stringify(stored)}::jsonb) with ordinality as p(value, i)
+        order by p.i`),
+    );
+    expect(rows.map((r) => Number(r.n))).toEqual(stored.map((s) => fallbacksOf(s)));
+    // and the samples reach every answer: none, one, several
+    expect(stored.map((s) => fallbacksOf(s))).toEqual(expect.arrayContaining([0, 1, 2, 3]));
+  });
+});
