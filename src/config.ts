@@ -6,6 +6,7 @@
  * const config = loadConfig(process.env); // throws ConfigError naming the bad variable
  */
 import { z } from 'zod';
+import { DEFAULT_LIFETIME_SECONDS } from './provider/message.ts';
 
 const optionalString = z
   .string()
@@ -91,6 +92,20 @@ const EnvSchema = z.object({
   ),
   POLL_AFTER_SECONDS: positiveInt(900),
   POLL_EVERY_SECONDS: positiveInt(300),
+  // a message that never gets a final status is marked expired this long after its end
+  EXPIRE_MARGIN_SECONDS: positiveInt(3600),
+  // the life of a message that states none and whose type has no documented default TTL
+  MESSAGE_LIFETIME_SECONDS: positiveInt(DEFAULT_LIFETIME_SECONDS).refine(
+    (n) => n >= 1,
+    'must be at least 1',
+  ),
+  // what the built-in sandbox reports: as the provider's public docs show, or the condensed interface
+  SANDBOX_DIALECT: optionalString.transform((v, ctx) => {
+    if (v === undefined) return 'docs' as const;
+    if (v === 'docs' || v === 'compact') return v;
+    ctx.addIssue({ code: 'custom', message: `must be "docs" or "compact", got "${v}"` });
+    return z.NEVER;
+  }),
   // unset keeps everything forever; 0 is refused rather than read as "delete at once"
   RETENTION_DAYS: optionalString.transform((v, ctx) => {
     if (v === undefined) return undefined;
@@ -142,8 +157,14 @@ export interface Config {
   /** poll the provider about messages with no final status after this long */
   pollAfterMs: number;
   pollEveryMs: number;
+  /** how long after its end a message with no final status is marked expired */
+  expireMarginMs: number;
+  /** the life of a message that states none (no ttl, no dtExpire, no default for its type) */
+  messageLifetimeSeconds: number;
   /** raw callbacks, message texts and events older than this many days are removed; unset: kept */
   retentionDays: number | undefined;
+  /** SANDBOX_DIALECT: what the built-in sandbox reports (src/sandbox/dialect.ts); default docs */
+  sandboxDialect: 'docs' | 'compact';
 }
 
 /** A configuration problem, naming the variable and the rule it broke. */
@@ -200,6 +221,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     dispatchBatchSize: e.DISPATCH_BATCH_SIZE,
     pollAfterMs: e.POLL_AFTER_SECONDS * 1000,
     pollEveryMs: e.POLL_EVERY_SECONDS * 1000,
+    expireMarginMs: e.EXPIRE_MARGIN_SECONDS * 1000,
+    messageLifetimeSeconds: e.MESSAGE_LIFETIME_SECONDS,
     retentionDays: e.RETENTION_DAYS,
+    sandboxDialect: e.SANDBOX_DIALECT,
   };
 }

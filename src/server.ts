@@ -14,6 +14,7 @@ import { migrateDatabase } from './db/migrate.ts';
 import { createMetrics } from './http/metrics.ts';
 import type { Logger } from './logger.ts';
 import { loadWebhookSecrets } from './privacy/webhook-secret.ts';
+import { type CascadeAuth, createCascadeClient } from './provider/cascade.ts';
 import { createProviderClient, type ProviderAuth } from './provider/client.ts';
 import { type CreateSandboxOptions, createSandbox, type Sandbox } from './sandbox/app.ts';
 import { startWorkers } from './workers.ts';
@@ -36,8 +37,20 @@ const STARTING = Response.json(
   { status: 503, headers: { 'Retry-After': '1' } },
 );
 
-/** The sandbox's own credentials (DESIGN.md), used when no provider is configured. */
+/**
+ * The sandbox's own credentials (its default API key; src/sandbox/README.md, "Credentials"),
+ * used when no provider is configured.
+ */
 const SANDBOX_AUTH: ProviderAuth = { apiKey: 'sandbox-key' };
+
+/**
+ * The cascade API takes an API key (or a bot's token), not a login: with PROVIDER_LOGIN alone
+ * there is no cascade, and cascade messages are rejected when their turn comes.
+ */
+function cascadeAuth(config: Config): CascadeAuth | undefined {
+  if (config.provider.apiKey) return { apiKey: config.provider.apiKey };
+  return config.providerBaseUrl ? undefined : { apiKey: 'sandbox-key' };
+}
 
 function providerAuth(config: Config): ProviderAuth {
   const { login, password, apiKey } = config.provider;
@@ -97,6 +110,7 @@ export async function startServer(
   const sandbox = config.providerBaseUrl
     ? undefined
     : createSandbox({
+        dialect: config.sandboxDialect,
         ...opts.sandbox,
         callbackUrl: `${publicUrl}/hooks/delivery`,
         ...(config.callbackToken && { callbackToken: config.callbackToken }),
@@ -111,6 +125,12 @@ export async function startServer(
       if (e.type === 'response' && e.status === 429) metrics.provider429.inc();
     },
   });
+
+  const cascadeKey = cascadeAuth(config);
+  // one limiter for both clients: the provider's limits count the account's requests
+  const cascade =
+    cascadeKey &&
+    createCascadeClient({ baseUrl: providerBaseUrl, auth: cascadeKey, limiter: provider.limiter });
 
   const flows = createFlowRegistry(config.flowsDir);
   const loaded = await flows.list();
@@ -140,13 +160,18 @@ export async function startServer(
   workers = startWorkers({
     database,
     provider,
+    ...(cascade && { cascade }),
     clock: systemClock,
     logger,
     metrics,
     ingest,
     calls,
     dispatch: { batchSize: config.dispatchBatchSize },
-    poll: { afterMs: config.pollAfterMs, everyMs: config.pollEveryMs },
+    poll: {
+      afterMs: config.pollAfterMs,
+      everyMs: config.pollEveryMs,
+      expireMarginMs: config.expireMarginMs,
+    },
     retentionDays: config.retentionDays,
   });
   logger.info({ provider: providerBaseUrl, sandbox: sandbox !== undefined }, 'provider');

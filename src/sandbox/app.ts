@@ -1,12 +1,14 @@
 /**
- * The provider sandbox: the whole seed interface (messaging, speech calls, cascade, bot
- * users, chat operators) as one Hono app, plus a control API, all state in memory.
+ * The provider sandbox: the provider's whole interface (messaging, speech calls, cascade, bot
+ * users, chat operators) as one Hono app, plus a control API, all state in memory. It speaks
+ * one of two dialects (dialect.ts): `docs` (default), as the provider's public docs show, or
+ * `compact`, as the condensed interface does.
  *
  * Routes are relative to the app's root, so the main server mounts it with
  * `app.route('/sandbox', sandbox.app)` and `npm run sandbox` serves it at `/`.
  *
  * @example
- * const sandbox = createSandbox({ clock: createManualClock(), callbackUrl: 'http://127.0.0.1:3000/hooks/delivery' });
+ * const sandbox = createSandbox({ clock: createManualClock(), callbackUrl: 'http://127.0.0.1:3000/hooks/delivery', dialect: 'docs' });
  * serve({ fetch: sandbox.app.fetch, port: 4010 });
  * await sandbox.close();
  */
@@ -29,7 +31,8 @@ import type {
   SandboxContext,
   SandboxLogger,
 } from './context.ts';
-import { providerError } from './http.ts';
+import { DEFAULT_DIALECT, SandboxDialect } from './dialect.ts';
+import { providerError, useDocsErrors } from './http.ts';
 import {
   createMessageEngine,
   LifecycleTimings,
@@ -52,6 +55,11 @@ import { messagingRoutes } from './routes/messaging.ts';
 import { createScriptBook, type ScriptBook } from './scripts.ts';
 
 export interface CreateSandboxOptions {
+  /**
+   * What the sandbox reports (dialect.ts): `docs` (default), as the provider's public docs
+   * show, or `compact`, as the condensed interface does. Input and lifecycles are the same.
+   */
+  dialect?: SandboxDialect;
   /** Default: the real clock. Pass `createManualClock()` to drive time from a test. */
   clock?: SandboxClock;
   /** Where delivery callbacks go (the host passes `${PUBLIC_URL}/hooks/delivery`); unset, none. */
@@ -79,6 +87,8 @@ export interface CreateSandboxOptions {
 
 export interface Sandbox {
   app: Hono;
+  /** What the sandbox reports: `docs` or `compact`. */
+  dialect: SandboxDialect;
   clock: SandboxClock;
   credentials: SandboxCredentials;
   /** Forgets every message, call, callback, script, user and operator; options back to start. */
@@ -131,6 +141,7 @@ export function deriveViberCallbackUrl(callbackUrl: string | undefined): string 
  * root.route('/sandbox', sandbox.app);
  */
 export function createSandbox(opts: CreateSandboxOptions = {}): Sandbox {
+  const dialect = SandboxDialect.parse(opts.dialect ?? DEFAULT_DIALECT);
   const clock = opts.clock ?? createRealClock();
   const manualClock = clock.manual ? (clock as ManualClock) : undefined;
   const scheduler = new Scheduler(clock);
@@ -162,6 +173,7 @@ export function createSandbox(opts: CreateSandboxOptions = {}): Sandbox {
   const scripts = createScriptBook();
   const bots = createBotRegistry();
   const messages = createMessageEngine({
+    dialect,
     scheduler,
     sender,
     scripts,
@@ -173,6 +185,7 @@ export function createSandbox(opts: CreateSandboxOptions = {}): Sandbox {
     ...(opts.keepMessages !== undefined && { keepMessages: opts.keepMessages }),
   });
   const cascade = createCascadeEngine({
+    dialect,
     scheduler,
     sender,
     bots,
@@ -204,6 +217,7 @@ export function createSandbox(opts: CreateSandboxOptions = {}): Sandbox {
   }
 
   const ctx: SandboxContext = {
+    dialect,
     clock,
     manualClock,
     scheduler,
@@ -248,6 +262,13 @@ export function createSandbox(opts: CreateSandboxOptions = {}): Sandbox {
     opts.logger?.error({ err: error, path: c.req.path }, 'sandbox error');
     return providerError(c, 500, 'INTERNAL', 'the sandbox failed to handle this request');
   });
+  // docs dialect: the messaging API's errors take the docs' body (send-message.md).
+  if (dialect === 'docs') {
+    app.use('*', async (c, next) => {
+      if (/\/bat\//.test(c.req.path) && !c.req.path.includes('/_control')) useDocsErrors(c);
+      await next();
+    });
+  }
   // Injected server errors (POST /_control/faults), answered before anything else.
   app.use('*', async (c, next) => {
     if (c.req.path.includes('/_control')) return next();
@@ -260,13 +281,14 @@ export function createSandbox(opts: CreateSandboxOptions = {}): Sandbox {
   app.route('/', botRoutes(ctx));
   app.route('/chat', chatRoutes(ctx));
   app.route('/_control', controlRoutes(ctx));
-  // Mounted under a prefix, the host's notFound would answer; this keeps the seed's body.
+  // Mounted under a prefix, the host's notFound would answer; this keeps the sandbox's body.
   app.all('*', (c) =>
     providerError(c, 404, 'NOT_FOUND', `no such endpoint: ${c.req.method} ${c.req.path}`),
   );
 
   return {
     app,
+    dialect,
     clock,
     credentials,
     reset,

@@ -1,6 +1,8 @@
 /**
- * The seed's authentication methods (section 5), checked against the sandbox's own
- * credentials. Functions take header values, not a request, so they test without HTTP.
+ * The provider's authentication methods for messaging, the cascade and bot users
+ * (docs/provider.md, "Addresses and credentials" and "The cascade API"), checked against the
+ * sandbox's own credentials. Functions take header values, not a request, so they test without
+ * HTTP.
  *
  * @example
  * checkMessagingAuth({ authorization: 'Basic ' + btoa('@:sandbox-key') }, DEFAULT_CREDENTIALS)

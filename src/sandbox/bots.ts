@@ -1,9 +1,8 @@
 /**
- * Bot users uploaded through `/api/tg_bot/{token}` and `/api/viber_bot/{token}` (seed 2.7),
- * kept per bot token. A user sent again (same id) replaces the earlier record. The cascade
- * reads them: a recipient whose phone belongs to a user of some bot is reachable on that
- * bot's channel.
- *
+ * Bot users uploaded through `/api/tg_bot/{token}` and `/api/viber_bot/{token}` (one Telegram
+ * or Viber user record per request, the bot's token in the path), kept per bot token. A user
+ * sent again (same id) replaces the earlier record. The cascade reads them: a recipient whose
+ * phone belongs to a user of some bot is reachable on that bot's channel.
  * @example
  * const bots = createBotRegistry();
  * bots.upsert('tg', 'token-1', { id: 7, userName: 'ann', phone: '+380501234567' });

@@ -1,15 +1,17 @@
 /**
- * The chat operator side of the sandbox (seed 2.1, 2.2, 3 and 5): company and operator JWTs,
- * operators per organization and the operator status table.
+ * The chat operator side of the sandbox, as the provider's chat operator API defines it:
+ * company JWTs (from login and password) and operator JWTs (from a company token),
+ * operators per organization (`{id, name, status, organization: {id, name}}`) and the
+ * operator status table (0 Active, 1 Inactive, 2 Deleted).
  *
  * Tokens are HS256 JWTs signed with a secret made per sandbox (and again at each reset, so
  * a reset also voids old tokens). Expiry is judged on the sandbox clock, not the wall clock,
  * so a test can advance past an operator token's expiresAt.
  *
- * Status moves follow the seed's table: Active to Inactive, Inactive to Active, Active to
- * Deleted. Deleted is final. Moving Inactive to Deleted is refused too (the table only
- * deletes an Active operator). Setting the status an operator already has (Active or
- * Inactive) is a no-op that succeeds, so a retried request does no harm.
+ * Status moves follow the provider's operator status table: Active to Inactive, Inactive to
+ * Active, Active to Deleted. Deleted is final. Moving Inactive to Deleted is refused too (the
+ * table only deletes an Active operator). Setting the status an operator already has (Active
+ * or Inactive) is a no-op that succeeds, so a retried request does no harm.
  *
  * @example
  * const chat = createChatStore({ clock, credentials: DEFAULT_CREDENTIALS });
@@ -26,7 +28,7 @@ export const OperatorStatus = z.union([z.literal(0), z.literal(1), z.literal(2)]
 export type OperatorStatus = z.infer<typeof OperatorStatus>;
 const STATUS_NAME = ['Active', 'Inactive', 'Deleted'] as const;
 
-/** The seed's table: from status -> statuses it may move to. */
+/** The provider's operator status table: from status -> statuses it may move to. */
 export const OPERATOR_MOVES: Readonly<Record<OperatorStatus, readonly OperatorStatus[]>> = {
   0: [1, 2],
   1: [0],
@@ -44,7 +46,7 @@ export const DEFAULT_ORGANIZATIONS: readonly Organization[] = [
 /** The client id the sandbox's one company has. */
 export const SANDBOX_CLIENT_ID = 1001;
 
-/** Longest operator token lifetime (seed 8). */
+/** Longest operator token lifetime: the provider takes an expiresAt at most 24 hours ahead. */
 export const MAX_OPERATOR_TOKEN_MS = 24 * 60 * 60 * 1000;
 
 export interface Operator {

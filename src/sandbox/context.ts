@@ -7,6 +7,7 @@ import type { CallbackOptions, CallbackSender } from './callbacks.ts';
 import type { CascadeEngine } from './cascade.ts';
 import type { ChatStore } from './chat.ts';
 import type { ManualClock, SandboxClock, Scheduler } from './clock.ts';
+import type { SandboxDialect } from './dialect.ts';
 import type { LifecycleTimings, MessageEngine } from './messages.ts';
 import type { RateCategory, TokenBucket } from './rate-limit.ts';
 import type { ScriptBook } from './scripts.ts';
@@ -44,6 +45,8 @@ export interface SandboxLogger {
 }
 
 export interface SandboxContext {
+  /** What the sandbox reports: the provider's docs, or the condensed interface (dialect.ts). */
+  dialect: SandboxDialect;
   clock: SandboxClock;
   /** The same clock when tests drive it, for `/_control/clock/advance`. */
   manualClock: ManualClock | undefined;

@@ -1,7 +1,9 @@
 /**
- * HTTP helpers shared by the sandbox's routes. Every error the sandbox answers has the
- * seed's 429 body shape, `{error, message, status}` (the seed shows no other error body, and
- * one shape is easiest on clients), plus `details` naming the fields when there are any.
+ * HTTP helpers shared by the sandbox's routes. An error answer has the compact dialect's
+ * body, `{error, message, status}` (the condensed interface's 429 body, the only error body it
+ * shows), plus `details` naming the fields when there are any; except on a request marked
+ * with `useDocsErrors` (the docs dialect's messaging API), which gets send-message.md's
+ * "Error Response", `{"error": {"code", "message"}}`, with the same HTTP status.
  *
  * @example
  * return providerError(c, 400, 'BAD_REQUEST', 'messages must be an array');
@@ -11,7 +13,16 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { z } from 'zod';
 import type { ErrorDetail } from '../errors.ts';
 import { issuesToDetails } from '../provider/issues.ts';
+import { docsErrorBody } from './dialect.ts';
 import type { TokenBucket } from './rate-limit.ts';
+
+/** The context variable that marks a request whose errors take the docs' body. */
+const DOCS_ERRORS = 'sandboxDocsErrors';
+
+/** Marks this request: its error answers take the docs' body (send-message.md). */
+export function useDocsErrors(c: Context): void {
+  c.set(DOCS_ERRORS, true);
+}
 
 export interface ProviderErrorBody {
   error: string;
@@ -27,6 +38,7 @@ export function providerError(
   message: string,
   details?: ErrorDetail[],
 ): Response {
+  if (c.get(DOCS_ERRORS) === true) return c.json(docsErrorBody(error, message), status);
   const body: ProviderErrorBody = {
     error,
     message,

@@ -11,9 +11,11 @@
  * | SANDBOX_VIBER_CALLBACK_URL | the callback URL with /hooks/delivery -> /hooks/viber |
  * | SANDBOX_CALLBACK_TOKEN | unset (sent as X-Callback-Token when set) |
  * | SANDBOX_LOGIN, SANDBOX_PASSWORD, SANDBOX_API_KEY | sandbox, sandbox, sandbox-key |
+ * | SANDBOX_DIALECT | docs (as the provider's public docs show); or compact (the condensed interface) |
  */
 import { serve } from '@hono/node-server';
 import { createSandbox } from './app.ts';
+import { DEFAULT_DIALECT, SandboxDialect } from './dialect.ts';
 
 const env = process.env;
 const port = Number(env.SANDBOX_PORT ?? 4010);
@@ -23,8 +25,15 @@ if (!Number.isInteger(port) || port < 0 || port > 65535) {
 }
 const hostname = env.SANDBOX_HOST ?? '127.0.0.1';
 const callbackUrl = env.SANDBOX_CALLBACK_URL ?? 'http://localhost:3000/hooks/delivery';
+const dialectEnv = env.SANDBOX_DIALECT?.trim() || DEFAULT_DIALECT;
+const dialect = SandboxDialect.safeParse(dialectEnv);
+if (!dialect.success) {
+  console.error(`SANDBOX_DIALECT: must be "docs" or "compact", got "${env.SANDBOX_DIALECT}"`);
+  process.exit(1);
+}
 
 const sandbox = createSandbox({
+  dialect: dialect.data,
   callbackUrl,
   ...(env.SANDBOX_VIBER_CALLBACK_URL !== undefined && {
     viberCallbackUrl: env.SANDBOX_VIBER_CALLBACK_URL,
@@ -54,6 +63,7 @@ const server = serve({ fetch: sandbox.app.fetch, port, hostname }, (info) => {
       `  control API:  ${base}/_control`,
       `  credentials:  login "${login}", password "${password}", API key "${apiKey}"`,
       `  callbacks to: ${callbackUrl}`,
+      `  dialect:      ${sandbox.dialect}`,
     ].join('\n'),
   );
 });

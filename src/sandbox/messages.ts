@@ -12,9 +12,15 @@
  * - expired: `sent`, then `expired` at the message's deadline when the request set dtExpire
  *   or ttl, else after `expiredAfterMs` (the types' default TTLs are days long).
  * Whatever the outcome, a step that would come after the deadline (dtExpire, else dispatch
- * time + ttl, else + the type's default TTL, 86400 s where the seed shows none) is replaced
+ * time + ttl, else + the type's default TTL, 86400 s where the provider gives none) is replaced
  * by `expired` at the deadline. A message that fails or expires sends its fallbacks, one at a
  * time, in order, each with its own lifecycle, until one is not failed or expired.
+ *
+ * What is reported depends on the dialect (dialect.ts). The compact one calls back every step
+ * of every message and fallback. The docs one reports the message as a whole, keyed by the
+ * primary's messageId: a status webhook whenever the whole message's `deliverystatus`
+ * changes (a primary that fails while a fallback remains changes nothing: the fallback's
+ * progress is the message's), `scheduled` only for a message that waits for its dtSend.
  *
  * @example
  * const engine = createMessageEngine(deps);
@@ -33,6 +39,16 @@ import {
 import { smsSegments } from '../provider/sms.ts';
 import type { CallbackSender } from './callbacks.ts';
 import type { Scheduler } from './clock.ts';
+import {
+  compactType,
+  costOf,
+  DEFAULT_DIALECT,
+  type DocsStatus,
+  docsType,
+  FLASHCALL_DEFAULT_TTL,
+  flashPattern,
+  type SandboxDialect,
+} from './dialect.ts';
 import type { Random } from './random.ts';
 import { normalizeNumber, type Outcome, type ScriptBook } from './scripts.ts';
 import {
@@ -55,17 +71,19 @@ export const LifecycleTimings = CallTimings.extend({
 export type LifecycleTimings = z.infer<typeof LifecycleTimings>;
 export type LifecycleTimingsInput = z.input<typeof LifecycleTimings>;
 
-/** Seconds a message lives when the seed shows no default TTL for its type. */
+/** Seconds a message lives when the provider gives no default TTL for its type. */
 export const FALLBACK_TTL_SECONDS = 86_400;
 
 export const MessageStatus = z.enum(['accepted', 'sent', 'delivered', 'read', 'failed', 'expired']);
 export type MessageStatus = z.infer<typeof MessageStatus>;
 
 /** The channel a message type travels on, as named in callbacks. */
-export function channelOf(type: MessageType): 'sms' | 'viber' | 'flashcall' | 'speechcall' {
-  if (type === 'sms') return 'sms';
-  if (type === 'speechcall') return 'speechcall';
-  if (type === 'flashcall' || type === 'flashcall_callback') return 'flashcall';
+export function channelOf(type: MessageType): 'sms' | 'viber' | 'rcs' | 'flashcall' | 'speechcall' {
+  const t: string = type;
+  if (t === 'sms') return 'sms';
+  if (t === 'speechcall') return 'speechcall';
+  if (t === 'rcs') return 'rcs';
+  if (t === 'flashcall' || t === 'flashcall_callback') return 'flashcall';
   return 'viber';
 }
 
@@ -110,6 +128,10 @@ export interface SandboxMessage {
   /** Speech calls: the keys the callee gives, then the call as it went. */
   keys?: ScriptKey[];
   call?: CallRecord;
+  /** docs dialect, a primary: the whole message's status (itself and its fallbacks). */
+  deliverystatus?: DocsStatus;
+  /** docs dialect, a primary with fallbacks: their types, in order, tried or not. */
+  fallbackTypes?: string[];
 }
 
 export type SubmitItem =
@@ -131,12 +153,39 @@ export type SubmitItem =
       existingMessageId?: string;
     };
 
+/**
+ * One message of a messagelist answer in the docs dialect (send-message.md, "Success
+ * Response"; a flash call's adds callerId, pattern and ttl, flashcall.md "Response Format").
+ * A rejected one names no messageId (nothing was made) and says why in the docs' error
+ * object (send-message.md, "Error Response"), which the docs show for requests only.
+ */
+export type DocsSubmitItem =
+  | {
+      messageId: string;
+      status: 'accepted';
+      parts: number;
+      customerMessageId?: string;
+      to: string;
+      callerId?: string;
+      pattern?: string;
+      ttl?: number;
+    }
+  | {
+      status: 'rejected';
+      customerMessageId?: string;
+      to?: string;
+      error: { code: string; message: string };
+    };
+
 export interface SubmitResult {
   messagelistId: number;
-  messages: SubmitItem[];
+  /** SubmitItem in the compact dialect, DocsSubmitItem in the docs one. */
+  messages: (SubmitItem | DocsSubmitItem)[];
 }
 
 export interface MessageEngineDeps {
+  /** What is reported (dialect.ts); default docs. */
+  dialect?: SandboxDialect;
   scheduler: Scheduler;
   sender: CallbackSender;
   scripts: ScriptBook;
@@ -215,6 +264,7 @@ function memo<A, R>(fn: (arg: A) => R): (arg: A) => R {
 
 export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
   const { scheduler, sender, scripts, random } = deps;
+  const docs = (deps.dialect ?? DEFAULT_DIALECT) === 'docs';
   let messages = new Map<string, SandboxMessage>();
   let byCustomerId = new Map<string, string>();
   // What each message was accepted as (and the raw input, to tell a fallback's explicit ttl
@@ -247,7 +297,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
       messagelistId: m.messagelistId,
       status,
       timestamp: iso(at),
-      type: m.type,
+      type: compactType(m.type),
       channel: channelOf(m.type),
       from: m.from,
       to: m.to,
@@ -265,6 +315,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
   function setStatus(m: SandboxMessage, status: MessageStatus, at: number): Promise<void> {
     m.status = status;
     m.history.push({ status, at: iso(at) });
+    if (docs) return reportWhole(m, status, at);
     if (deps.callbackUrl === undefined) return Promise.resolve();
     return sender.send({
       kind: 'delivery',
@@ -272,6 +323,58 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
       body: callbackBody(m, status, at),
       headers: deps.callbackHeaders ?? {},
       messageId: m.messageId,
+    });
+  }
+
+  /** True when `m` failing or expiring sends another fallback of its primary. */
+  function hasNextFallback(m: SandboxMessage): boolean {
+    const primary = originals.get(m)?.primary;
+    const original = primary && originals.get(primary)?.message;
+    const count =
+      original !== undefined && 'fallbacks' in original ? (original.fallbacks?.length ?? 0) : 0;
+    return count > (m.fallbackIndex === undefined ? 0 : m.fallbackIndex + 1);
+  }
+
+  /**
+   * docs dialect: what step `status` of `m` (the primary or one of its fallbacks) makes of the
+   * whole message, and the status webhook when that changed (status.md, "Webhook
+   * Alternative"): sent -> processing; delivered -> delivered (read changes nothing); failed
+   * or expired with a fallback still to try -> nothing; otherwise undeliverable or
+   * permanenterror.
+   */
+  function reportWhole(m: SandboxMessage, status: MessageStatus, at: number): Promise<void> {
+    const primary = m.parentMessageId === undefined ? m : originals.get(m)?.primary;
+    if (primary === undefined) return Promise.resolve();
+    let whole: DocsStatus;
+    switch (status) {
+      case 'sent':
+        whole = 'processing';
+        break;
+      case 'delivered':
+        whole = 'delivered';
+        break;
+      case 'failed':
+      case 'expired':
+        if (hasNextFallback(m)) return Promise.resolve();
+        whole = status === 'failed' ? 'undeliverable' : 'permanenterror';
+        break;
+      default:
+        return Promise.resolve();
+    }
+    if (primary.deliverystatus === whole) return Promise.resolve();
+    primary.deliverystatus = whole;
+    return sendWhole(primary, whole, at, whole === 'delivered' ? costOf(m.parts) : 0);
+  }
+
+  /** The docs status webhook: `{messageId, deliverystatus, timestamp, cost}` (status.md). */
+  function sendWhole(primary: SandboxMessage, whole: DocsStatus, at: number, cost: number) {
+    if (deps.callbackUrl === undefined) return Promise.resolve();
+    return sender.send({
+      kind: 'delivery',
+      url: deps.callbackUrl,
+      body: { messageId: primary.messageId, deliverystatus: whole, timestamp: iso(at), cost },
+      headers: deps.callbackHeaders ?? {},
+      messageId: primary.messageId,
     });
   }
 
@@ -518,6 +621,13 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
     } else if (message.customerMessageId !== undefined) {
       m.customerMessageId = message.customerMessageId;
     }
+    const fallbacks = 'fallbacks' in message ? message.fallbacks : undefined;
+    if (docs && parent === undefined) {
+      m.deliverystatus = 'scheduled';
+      if (fallbacks !== undefined && fallbacks.length > 0) {
+        m.fallbackTypes = fallbacks.map((f) => docsType(f.type));
+      }
+    }
     const text = opts.text ?? message.text;
     if (text !== undefined) m.text = text;
     if (message.type === 'speechcall') {
@@ -536,10 +646,11 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
     }
     messages.set(messageId, m);
     forgetOldest();
-    const fallbacks = 'fallbacks' in message ? message.fallbacks : undefined;
     if (parent !== undefined || message.type === 'speechcall' || (fallbacks?.length ?? 0) > 0) {
       originals.set(m, { message, raw, primary: parent ?? m });
     }
+    // docs dialect: a message that waits for its dtSend says so (status.md, "Scheduled")
+    if (docs && parent === undefined && dispatchAt > now) void sendWhole(m, 'scheduled', now, 0);
     const deadline = parseExpiresAt(m.expiresAt);
     if (deadline <= dispatchAt) {
       // dtSend at or after the deadline: it can never go out.
@@ -573,14 +684,65 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
     const index = m.fallbackIndex === undefined ? 0 : m.fallbackIndex + 1;
     const next = fallbacks[index];
     if (next === undefined) return;
+    // the request's own words, in either form: `fallbacks` (a list) or `fallback` (one)
     const rawFallbacks = field(original.raw, 'fallbacks');
-    const fb = start(next, Array.isArray(rawFallbacks) ? rawFallbacks[index] : undefined, {
+    const rawFallback = Array.isArray(rawFallbacks)
+      ? rawFallbacks[index]
+      : index === 0
+        ? field(original.raw, 'fallback')
+        : undefined;
+    const fb = start(next, rawFallback, {
       messagelistId: primary.messagelistId,
       parts: next.type === 'sms' ? smsSegments(next.text).parts : 1,
       parent: primary,
       fallbackIndex: index,
     });
     primary.fallbacks.push({ index, messageId: fb.messageId });
+  }
+
+  /** docs dialect: an accepted message's entry (send-message.md; flashcall.md for a flash call). */
+  function docsAccepted(
+    m: SandboxMessage,
+    message: Message,
+    to: string | undefined,
+    customerMessageId: string | undefined,
+    code: string | undefined,
+  ): DocsSubmitItem {
+    const item: DocsSubmitItem & { status: 'accepted' } = {
+      messageId: m.messageId,
+      status: 'accepted',
+      parts: m.parts,
+      to: to ?? message.to,
+    };
+    if (customerMessageId !== undefined) item.customerMessageId = customerMessageId;
+    if (message.type === 'flashcall') {
+      // messageData.callerId (flashcall.md), else a sandbox number ending in the code
+      const given = stringField(field(message, 'messageData'), 'callerId');
+      const callerId = given ?? sandboxCallerId(code ?? message.text ?? '');
+      item.callerId = callerId;
+      item.pattern = flashPattern(callerId);
+      item.ttl = message.ttl ?? FLASHCALL_DEFAULT_TTL;
+    }
+    return item;
+  }
+
+  /** docs dialect: a rejected message's entry, its reason in the docs' error object. */
+  function docsRejected(
+    to: string | undefined,
+    customerMessageId: string | undefined,
+    error: { code: string; message: string },
+  ): DocsSubmitItem {
+    return {
+      status: 'rejected',
+      ...(customerMessageId !== undefined && { customerMessageId }),
+      ...(to !== undefined && { to }),
+      error: { code: error.code, message: error.message },
+    };
+  }
+
+  /** A Ukrainian-shaped number whose last digits are the flash call's code. */
+  function sandboxCallerId(code: string): string {
+    return code.length >= 9 ? `+${code}` : `+380${random.digits(9 - code.length)}${code}`;
   }
 
   return {
@@ -592,13 +754,17 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
         ...(deps.maxSmsParts !== undefined && { maxSmsParts: deps.maxSmsParts }),
       };
       // a plain loop: it runs for each of up to 5000 messages
-      const items: SubmitItem[] = new Array(inputs.length);
+      const items: (SubmitItem | DocsSubmitItem)[] = new Array(inputs.length);
       for (let i = 0; i < inputs.length; i++) {
         const raw = inputs[i];
         const result = validateMessage(raw, validation);
         if (!result.ok) {
           const to = stringField(raw, 'to');
           const customerMessageId = stringField(raw, 'customerMessageId');
+          if (docs) {
+            items[i] = docsRejected(to, customerMessageId, result.error);
+            continue;
+          }
           items[i] = {
             status: 'rejected',
             ...(to !== undefined && { to }),
@@ -621,6 +787,13 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
           const existing = byCustomerId.get(message.customerMessageId);
           if (existing !== undefined) {
             const text = `customerMessageId "${message.customerMessageId}" was already used by message ${existing}`;
+            if (docs) {
+              items[i] = docsRejected(to, customerMessageId, {
+                code: 'DUPLICATE_CUSTOMER_MESSAGE_ID',
+                message: text,
+              });
+              continue;
+            }
             items[i] = {
               status: 'rejected',
               ...(to !== undefined && { to }),
@@ -651,6 +824,10 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
         if (message.customerMessageId !== undefined) {
           byCustomerId.set(message.customerMessageId, m.messageId);
         }
+        if (docs) {
+          items[i] = docsAccepted(m, message, to, customerMessageId, code);
+          continue;
+        }
         const item: SubmitItem = {
           messageId: m.messageId,
           status: 'accepted',
@@ -671,7 +848,9 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
           (to === undefined || m.to === to) &&
           (filter.customerMessageId === undefined ||
             m.customerMessageId === filter.customerMessageId) &&
-          (filter.type === undefined || m.type === filter.type) &&
+          (filter.type === undefined ||
+            compactType(m.type) === filter.type ||
+            docsType(m.type) === filter.type) &&
           (filter.status === undefined || m.status === filter.status),
       );
     },

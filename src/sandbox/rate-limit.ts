@@ -1,7 +1,7 @@
 /**
- * Token buckets for the seed's rate limits (section 8): the limit counts HTTP requests, not
- * messages. A bucket holds up to `burst` tokens and refills at `perSecond`, on the sandbox
- * clock, so a test can exhaust it and then advance time to refill it.
+ * Token buckets for the provider's rate limits (docs/provider.md, "Limits"): the limit counts
+ * HTTP requests, not messages. A bucket holds up to `burst` tokens and refills at `perSecond`,
+ * on the sandbox clock, so a test can exhaust it and then advance time to refill it.
  *
  * @example
  * const bucket = createTokenBucket({ perSecond: 100, burst: 150 }, clock);
@@ -15,9 +15,10 @@ export interface RateLimit {
 }
 
 /**
- * The seed's categories: messaging (messagelist, cascade, bot users) and data (status). The
- * chat operator API is a service of its own ({chat_url}), so it gets its own bucket, with
- * the default that seed 8 applies to every API.
+ * The condensed interface's categories: messaging (messagelist, cascade, bot users) and data
+ * (status). The chat operator API is a service of its own ({chat_url}), so it gets its own
+ * bucket, with the messaging default (100/s, burst 150): the condensed interface applies its
+ * default limits to the chat API too, unless a contract says otherwise.
  */
 export const DEFAULT_RATE_LIMITS = {
   messaging: { perSecond: 100, burst: 150 },

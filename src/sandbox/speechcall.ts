@@ -1,7 +1,7 @@
 /**
- * What a speech call does, as seed 2.5 describes it, worked out in advance from the menu and
- * the callee's scripted keys: a pure plan of timed events that the sandbox then plays on its
- * clock (posting each webhook when its time comes).
+ * What a speech call does with its `menu` (docs/provider.md, "Message types"), worked out in
+ * advance from the menu and the callee's scripted keys: a pure plan of timed events that the
+ * sandbox then plays on its clock (posting each webhook when its time comes).
  *
  * Rules:
  * - the call starts in menu 0;
@@ -9,12 +9,12 @@
  *   within the idle timeout) or `hangup` (the callee hangs up, nothing more runs);
  * - when the scripted inputs run out, the callee stays silent: a timeout;
  * - a defined key runs its actions in order: `webhook` posts; `gotoMenu` names the menu the
- *   call continues in once the list is done (the seed stops processing only after a
- *   hangup, so actions after a gotoMenu still run, and a later gotoMenu wins); `hangup`
- *   ends the call and nothing after it runs;
+ *   call continues in once the list is done (the condensed interface says only a hangup stops
+ *   the processing of a list, so actions after a gotoMenu still run, and a later gotoMenu
+ *   wins); `hangup` ends the call and nothing after it runs;
  * - an undefined key, or a timeout, runs `wrong`; with no `wrong`, the call hangs up;
- * - a list that ends with neither gotoMenu nor hangup ends the call (the seed leaves it open;
- *   there is nothing left to play);
+ * - a list that ends with neither gotoMenu nor hangup ends the call (neither the docs nor the
+ *   condensed interface say; there is nothing left to play);
  * - a call stops after `maxMenuVisits` menus, as a real call has a longest duration.
  *
  * A live call (a script with `live: true`) takes its keys as they are pressed, through
@@ -43,7 +43,10 @@ export type ScriptKey = z.infer<typeof ScriptKey>;
 export const CallTimings = z.object({
   /** How long after a menu starts the callee presses a scripted key. */
   keyPressMs: z.number().int().nonnegative().default(500),
-  /** A menu's wait for a key when it sets no idleTimeoutMsec (the seed shows no default). */
+  /**
+   * A menu's wait for a key when it sets no idleTimeoutMsec (the condensed interface shows no
+   * default).
+   */
   defaultIdleTimeoutMs: z.number().int().positive().default(5000),
   /**
    * The longest the sandbox waits for a timeout, whatever idleTimeoutMsec says, so that a

@@ -11,7 +11,7 @@ afterEach(async () => {
 });
 
 test('mounted under /sandbox, every route keeps its path and unknown ones keep the seed body', async () => {
-  sandbox = createSandbox();
+  sandbox = createSandbox({ dialect: 'compact' });
   const root = new Hono();
   root.get('/healthz', (c) => c.json({ status: 'ok' }));
   root.route('/sandbox', sandbox.app);
@@ -38,6 +38,7 @@ test('mounted under /sandbox, every route keeps its path and unknown ones keep t
 test('on the real clock, a message goes through its whole lifecycle by itself', async () => {
   receiver = await startReceiver();
   sandbox = createSandbox({
+    dialect: 'compact',
     callbackUrl: `${receiver.url}/hooks/delivery`,
     timings: { sentAfterMs: 5, deliveredAfterMs: 10, readAfterMs: 15 },
   });

@@ -7,7 +7,7 @@ const T0 = Date.parse('2030-01-01T00:00:00.000Z');
 
 function make() {
   const clock = createManualClock(T0);
-  const sandbox = createSandbox({ clock });
+  const sandbox = createSandbox({ dialect: 'compact', clock });
   const call = (
     method: string,
     path: string,

@@ -8,7 +8,7 @@ const T0 = Date.parse('2030-01-01T00:00:00.000Z');
 
 function make() {
   const clock = createManualClock(T0);
-  const sandbox = createSandbox({ clock });
+  const sandbox = createSandbox({ dialect: 'compact', clock });
   return { clock, sandbox };
 }
 
@@ -63,7 +63,7 @@ describe('control API', () => {
   });
 
   test('advancing a real clock is refused with 409', async () => {
-    const sandbox = createSandbox();
+    const sandbox = createSandbox({ dialect: 'compact' });
     const res = await post(sandbox.app, '/_control/clock/advance', { ms: 1 }, {});
     expect(res.status).toBe(409);
     await sandbox.close();
@@ -140,7 +140,7 @@ describe('control API', () => {
 
 test('a full store forgets the oldest messages, whose lifecycles still finish', async () => {
   const clock = createManualClock(T0);
-  const sandbox = createSandbox({ clock, keepMessages: 4 });
+  const sandbox = createSandbox({ dialect: 'compact', clock, keepMessages: 4 });
   await post(sandbox.app, '/_control/scripts', { to: TO, outcome: 'failed' }, {});
   const first = await json(
     post(sandbox.app, '/bat/messagelist', {

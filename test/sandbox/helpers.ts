@@ -74,7 +74,11 @@ export interface Served {
   close(): Promise<void>;
 }
 
-/** A sandbox on a manual clock, served on 127.0.0.1:0, calling back a fresh receiver. */
+/**
+ * A sandbox on a manual clock, served on 127.0.0.1:0, calling back a fresh receiver. It speaks
+ * the compact dialect (the condensed interface) unless `options` names another: the tests
+ * that describe the docs dialect say so.
+ */
 export async function serveSandbox(
   options: CreateSandboxOptions | ((receiver: Receiver) => CreateSandboxOptions) = {},
 ): Promise<Served> {
@@ -82,6 +86,7 @@ export async function serveSandbox(
   const opts = typeof options === 'function' ? options(receiver) : options;
   const clock = createManualClock(Date.parse('2030-01-01T00:00:00.000Z'));
   const sandbox = createSandbox({
+    dialect: 'compact',
     clock,
     callbackUrl: `${receiver.url}/hooks/delivery`,
     seed: 7,

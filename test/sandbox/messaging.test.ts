@@ -7,7 +7,7 @@ const TO = '+380501234567';
 
 function make() {
   const clock = createManualClock(Date.parse('2030-01-01T00:00:00Z'));
-  return { clock, sandbox: createSandbox({ clock, seed: 1 }) };
+  return { clock, sandbox: createSandbox({ dialect: 'compact', clock, seed: 1 }) };
 }
 
 describe('POST /bat/messagelist', () => {

@@ -1,6 +1,6 @@
 /**
- * Bot-user loading (seed 2.7, 4, 5): POST /api/tg_bot/{token} and /api/viber_bot/{token}.
- * The bot token in the path is the authentication. The seed shows no response; the sandbox
+ * Bot-user loading: POST /api/tg_bot/{token} and /api/viber_bot/{token}, one user record each.
+ * The bot token in the path is the authentication. The provider documents no response; the sandbox
  * answers `{"status": "ok", "id", "created", "users"}` (users: how many the bot now has).
  */
 import { Hono } from 'hono';

@@ -1,5 +1,6 @@
 /**
- * The chat operator API (seed 2.1, 2.2, 3, 4, 5), served under `/chat`: {chat_url} is the
+ * The provider's chat operator API (company and operator tokens, token validation,
+ * operators and their statuses), served under `/chat`: {chat_url} is the
  * sandbox's base URL plus `/chat`. Management endpoints need a company token (Bearer, or
  * X-Authorization-Key); an operator token there is 403, a missing or bad token 401.
  */

@@ -1,6 +1,8 @@
 /**
  * The control API under `/_control`: what tests and the UI use to script the sandbox and to
- * see what it did. No authentication and no rate limit: it is not part of the provider.
+ * see what it did. No authentication and no rate limit: it is not part of the provider, so it
+ * answers alike in both dialects (errors in the compact body), except where it shows what the
+ * provider reports: `reported` in message listings and the body of an incoming Viber message.
  * See src/sandbox/README.md for every endpoint.
  */
 import { randomUUID } from 'node:crypto';
@@ -10,11 +12,12 @@ import { Recipient } from '../../provider/message.ts';
 import { CallbackKind, CallbackOptions } from '../callbacks.ts';
 import { CascadeChannel } from '../cascade.ts';
 import type { SandboxContext } from '../context.ts';
+import { docsInboundBody } from '../dialect.ts';
 import { parseBody, providerError } from '../http.ts';
-import { LifecycleTimings } from '../messages.ts';
+import { LifecycleTimings, type SandboxMessage } from '../messages.ts';
 import { Script } from '../scripts.ts';
 import { ScriptKey } from '../speechcall.ts';
-import { statusRecord } from './messaging.ts';
+import { docsStatusRecord, statusRecord } from './messaging.ts';
 
 const Scripts = z.union([
   Script,
@@ -45,8 +48,23 @@ const FaultRequest = z.strictObject({
 export function controlRoutes(ctx: SandboxContext): Hono {
   const app = new Hono();
 
+  /**
+   * A message as the control API shows it: the sandbox's full record (fallbacks with their
+   * own ids and statuses, history, error) in both dialects; in the docs one, `reported` is
+   * what GET /bat/message/{id} answers for it (null for a fallback, which has no record).
+   */
+  const view = (m: SandboxMessage) => {
+    const record = statusRecord(m, ctx.messages.get, ctx.dialect);
+    if (ctx.dialect === 'compact') return record;
+    return {
+      ...record,
+      reported: m.parentMessageId === undefined ? docsStatusRecord(m, ctx.messages.get) : null,
+    };
+  };
+
   app.get('/', (c) =>
     c.json({
+      dialect: ctx.dialect,
       credentials: {
         login: ctx.credentials.login,
         password: ctx.credentials.password,
@@ -110,12 +128,12 @@ export function controlRoutes(ctx: SandboxContext): Hono {
       ...(q.type !== undefined && { type: q.type }),
       ...(q.status !== undefined && { status: q.status }),
     });
-    return c.json(list.map((m) => statusRecord(m, ctx.messages.get)));
+    return c.json(list.map(view));
   });
   app.get('/messages/:id', (c) => {
     const m = ctx.messages.get(c.req.param('id'));
     if (m === undefined) return providerError(c, 404, 'NOT_FOUND', 'no such message');
-    return c.json(statusRecord(m, ctx.messages.get));
+    return c.json(view(m));
   });
 
   app.get('/calls', (c) => {
@@ -180,7 +198,10 @@ export function controlRoutes(ctx: SandboxContext): Hono {
     await ctx.sender.send({
       kind: 'viber',
       url,
-      body: { type: 'viber', channel: 'viber', ...message },
+      body:
+        ctx.dialect === 'docs'
+          ? docsInboundBody(message)
+          : { type: 'viber', channel: 'viber', ...message },
       headers: ctx.callbackHeaders,
     });
     const callback = ctx.sender.list()[before];

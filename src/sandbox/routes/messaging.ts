@@ -1,11 +1,23 @@
 /**
- * The messaging API (seed 4): POST /bat/messagelist and GET /bat/message/{messageId}, with
- * the seed's three auth methods and rate limits.
+ * The messaging API: POST /bat/messagelist and GET /bat/message/{messageId}, with the three
+ * auth methods (login and password, X-Authorization-Key, `@` and the key) and rate limits.
+ * What they answer depends on the dialect (dialect.ts): `docsStatusRecord` or `statusRecord`.
  */
 import { Hono, type MiddlewareHandler } from 'hono';
 import { MAX_MESSAGES_PER_LIST } from '../../provider/message.ts';
 import { checkMessagingAuth } from '../auth.ts';
 import type { SandboxContext } from '../context.ts';
+import {
+  type ChannelWord,
+  channelKey,
+  compactType,
+  costOf,
+  docsType,
+  docsWord,
+  SANDBOX_CURRENCY,
+  SANDBOX_RATE,
+  type SandboxDialect,
+} from '../dialect.ts';
 import { authHeaders, providerError, rateLimit, readJson } from '../http.ts';
 import type { SandboxMessage } from '../messages.ts';
 
@@ -21,13 +33,22 @@ export function messagingAuth(ctx: SandboxContext): MiddlewareHandler {
   };
 }
 
-/** The status record GET /bat/message/{id} answers (the seed shows none; see README). */
-export function statusRecord(m: SandboxMessage, all: (id: string) => SandboxMessage | undefined) {
+/**
+ * The status record of the compact dialect (the condensed interface shows none; see README),
+ * also the sandbox's full view of a message in `/_control/messages` in both dialects (types
+ * as the dialect names them).
+ */
+export function statusRecord(
+  m: SandboxMessage,
+  all: (id: string) => SandboxMessage | undefined,
+  dialect: SandboxDialect = 'compact',
+) {
+  const name = dialect === 'compact' ? compactType : docsType;
   return {
     messageId: m.messageId,
     messagelistId: m.messagelistId,
     customerMessageId: m.customerMessageId ?? null,
-    type: m.type,
+    type: name(m.type),
     from: m.from,
     to: m.to,
     status: m.status,
@@ -41,13 +62,70 @@ export function statusRecord(m: SandboxMessage, all: (id: string) => SandboxMess
     error: m.error ?? null,
     parentMessageId: m.parentMessageId ?? null,
     fallbackIndex: m.fallbackIndex ?? null,
-    fallbacks: m.fallbacks.map((f) => ({
-      index: f.index,
-      messageId: f.messageId,
-      type: all(f.messageId)?.type,
-      status: all(f.messageId)?.status,
-    })),
+    fallbacks: m.fallbacks.map((f) => {
+      const fb = all(f.messageId);
+      return {
+        index: f.index,
+        messageId: f.messageId,
+        type: fb === undefined ? undefined : name(fb.type),
+        status: fb?.status,
+      };
+    }),
     ...(m.call !== undefined && { call: m.call }),
+  };
+}
+
+/**
+ * The status record of the docs dialect, for a primary message (status.md, "Basic Response"):
+ * `{messagelistId, messageId, deliverystatus, partscount, cost}`; with fallbacks configured,
+ * also `fallbacks: [{type, status}]` (each fallback's word, `not_used` until it is tried),
+ * `extendedStatuses` (each channel's word, keyed sms, viber, rcs, flashcall, speechcall),
+ * `rate`, `rateAmount`, `rateCurrency`, `billAmount`, `billCurrency` ("Extended Response (with
+ * Fallback)"). partscount and cost are those of the channel tried last; cost is 0 until it is
+ * delivered.
+ */
+export function docsStatusRecord(
+  m: SandboxMessage,
+  all: (id: string) => SandboxMessage | undefined,
+) {
+  const deliverystatus = m.deliverystatus ?? docsWord(m.status);
+  const tried = m.fallbacks.map((f) => all(f.messageId));
+  const last = tried.filter((f) => f !== undefined).pop() ?? m;
+  const cost = deliverystatus === 'delivered' ? costOf(last.parts) : 0;
+  const basic = {
+    messagelistId: m.messagelistId,
+    messageId: m.messageId,
+    deliverystatus,
+    partscount: last.parts,
+    cost,
+  };
+  const types = m.fallbackTypes;
+  if (types === undefined) return basic;
+  const fallbacks = types.map((type, index) => {
+    const entry = m.fallbacks.find((f) => f.index === index);
+    const fb = entry === undefined ? undefined : all(entry.messageId);
+    const status: ChannelWord = fb === undefined ? 'not_used' : docsWord(fb.status);
+    return { type, status };
+  });
+  // one key per channel; two fallbacks on one channel: the one tried last says
+  const extendedStatuses: Record<string, ChannelWord> = {
+    [channelKey(m.type)]: docsWord(m.status),
+  };
+  for (const f of fallbacks) {
+    const key = channelKey(f.type);
+    if (f.status !== 'not_used' || extendedStatuses[key] === undefined) {
+      extendedStatuses[key] = f.status;
+    }
+  }
+  return {
+    ...basic,
+    fallbacks,
+    extendedStatuses,
+    rate: SANDBOX_RATE,
+    rateAmount: SANDBOX_RATE,
+    rateCurrency: SANDBOX_CURRENCY,
+    billAmount: cost,
+    billCurrency: SANDBOX_CURRENCY,
   };
 }
 
@@ -94,8 +172,15 @@ export function messagingRoutes(ctx: SandboxContext): Hono {
     (c) => {
       const id = c.req.param('messageId');
       const m = ctx.messages.get(id);
-      if (m === undefined) return providerError(c, 404, 'NOT_FOUND', `message ${id} not found`);
-      return c.json(statusRecord(m, ctx.messages.get));
+      // docs dialect: a fallback has no messageId of its own; its primary's record tells it
+      if (m === undefined || (ctx.dialect === 'docs' && m.parentMessageId !== undefined)) {
+        return providerError(c, 404, 'NOT_FOUND', `message ${id} not found`);
+      }
+      return c.json(
+        ctx.dialect === 'docs'
+          ? docsStatusRecord(m, ctx.messages.get)
+          : statusRecord(m, ctx.messages.get),
+      );
     },
   );
 
