@@ -39,11 +39,18 @@ const HELP = `Usage:
 Message flags (for one message, or defaults for every message of a file):
   --to, --from, --type (default sms), --text, --customer-message-id,
   --dt-send <ISO 8601>, --dt-expire <ISO 8601>, --ttl <seconds>,
-  --message-data <JSON>, --menu <JSON> (speechcall), --fallbacks <JSON array>
+  --message-data <JSON>, --menu <JSON> (speechcall), --fallback <JSON object>
+  (one, as the provider's docs write it) or --fallbacks <JSON array>
+  Types: sms, viber_trans (or viber_service), viber_promo, viber_carousel, viber_survey,
+  viber_otp, viber_session, rcs, flashcall, flashcall_callback, speechcall, and cascade
+  (one message through the cascade API, not with --direct): --message-type
+  transaction|promo|viber_survey|flashcall, --survey-options <JSON array>,
+  --variables <JSON array of {id, type, value}>
 
 Files: JSON (an array of messages, or {"messages": [...]}), JSON Lines, or CSV with a
-header row of field names; messageData, menu and fallbacks cells hold JSON, and dotted
-headers build objects (messageData.templateId). Empty cells are left out.
+header row of field names; messageData, menu, fallback(s), surveyOptions and variables
+cells hold JSON, and dotted headers build objects (messageData.templateId). Empty cells
+are left out.
 
 Options:
   --url <url>        Switchboard to post to (default http://localhost:$PORT, PORT=3000)
@@ -140,6 +147,10 @@ function parseFlags(argv: string[]) {
       'message-data': { type: 'string' },
       menu: { type: 'string' },
       fallbacks: { type: 'string' },
+      fallback: { type: 'string' },
+      'message-type': { type: 'string' },
+      'survey-options': { type: 'string' },
+      variables: { type: 'string' },
       file: { type: 'string', short: 'f' },
       url: { type: 'string' },
       token: { type: 'string' },
@@ -191,6 +202,11 @@ function flagFields(f: Flags): Record<string, unknown> {
   if (f['message-data'] !== undefined) out.messageData = json(f['message-data'], '--message-data');
   if (f.menu !== undefined) out.menu = json(f.menu, '--menu');
   if (f.fallbacks !== undefined) out.fallbacks = json(f.fallbacks, '--fallbacks');
+  if (f.fallback !== undefined) out.fallback = json(f.fallback, '--fallback');
+  set('messageType', f['message-type']);
+  if (f['survey-options'] !== undefined)
+    out.surveyOptions = json(f['survey-options'], '--survey-options');
+  if (f.variables !== undefined) out.variables = json(f.variables, '--variables');
   return out;
 }
 
@@ -252,7 +268,14 @@ function parseJsonLines(text: string): unknown[] {
     .map(([line, n]) => json(line, `line ${n}`));
 }
 
-const JSON_COLUMNS = new Set(['messageData', 'menu', 'fallbacks']);
+const JSON_COLUMNS = new Set([
+  'messageData',
+  'menu',
+  'fallbacks',
+  'fallback',
+  'surveyOptions',
+  'variables',
+]);
 
 function parseCsvMessages(text: string): unknown[] {
   let rows: Array<Record<string, string>>;

@@ -42,6 +42,7 @@ export const FLOW_RULES = [
   'duplicate-language',
   'invalid-duration',
   'send-text',
+  'send-cascade',
   'menu-limit',
   'provider-menu',
 ] as const;
@@ -248,6 +249,9 @@ function localizedValues(flow: FlowDefinition): Array<{ path: IssuePath; value: 
         out.push({ path: [...path, 'send', 'fallbacks', i, 'text'], value: fb.text });
       }
     });
+    if (action.send.fallback?.text !== undefined) {
+      out.push({ path: [...path, 'send', 'fallback', 'text'], value: action.send.fallback.text });
+    }
   }
   return out;
 }
@@ -361,12 +365,31 @@ function defaultFits(spec: Exclude<ParamSpec, string>): boolean {
   }
 }
 
-// Seed 2.3: text is required for sms, and is the title of a viber_survey.
-const TEXT_REQUIRED = new Set(['sms', 'viber_survey']);
+// text is required for sms, rcs and viber_session, and is the title of a viber_survey
+// (docs/provider.md, "Message types")
+const TEXT_REQUIRED = new Set(['sms', 'rcs', 'viber_session', 'viber_survey', 'cascade']);
+
+const CASCADE_ONLY = ['messageType', 'surveyOptions', 'variables', 'endpoint'] as const;
 
 function checkSends(flow: FlowDefinition, error: Report): void {
   for (const { path, action } of allActions(flow)) {
     if (typeof action !== 'object' || !('send' in action)) continue;
+    const send = action.send;
+    if (send.type === 'cascade') {
+      if (send.messageType === undefined)
+        error('send-cascade', [...path, 'send'], 'a cascade message needs messageType');
+      if (send.messageData !== undefined || send.fallbacks !== undefined)
+        error(
+          'send-cascade',
+          [...path, 'send'],
+          'a cascade message has no messageData or fallbacks (its fallback is {messageType, text})',
+        );
+    } else {
+      for (const field of CASCADE_ONLY) {
+        if (send[field] !== undefined)
+          error('send-cascade', [...path, 'send', field], `${field} is for type: cascade only`);
+      }
+    }
     if (TEXT_REQUIRED.has(action.send.type) && action.send.text === undefined) {
       error('send-text', [...path, 'send'], `a ${action.send.type} message needs text`);
     }

@@ -1,13 +1,14 @@
 /**
- * A reference executor of the provider's speechcall menu (seed 2.5): what the provider does
- * with a menu JSON when the callee presses keys. It knows nothing of flows, nodes or
- * machines, only the JSON, which is what makes it a fair judge of the compiler.
+ * A reference executor of the provider's speechcall menu (docs/provider.md, "Message types"):
+ * what the provider does with a menu JSON when the callee presses keys. It knows nothing of
+ * flows, nodes or machines, only the JSON, which is what makes it a fair judge of the
+ * compiler.
  *
- * Rules, from the seed: the call starts in `menu[0]`; a key runs `d<key>` if defined, else
- * `wrong`; silence (`timeout`) runs `wrong`; without `wrong` the call hangs up. An action
- * list runs in order: webhooks are posted, `hangup` ends the call, `gotoMenu` continues in
- * that menu. What happens after a list with neither is not stated, so it ends the run as
- * `ran-out` (the compiler never emits one).
+ * Rules, as the provider states them: the call starts in `menu[0]`; a key runs `d<key>` if
+ * defined, else `wrong`; silence (`timeout`) runs `wrong`; without `wrong` the call hangs up.
+ * An action list runs in order: webhooks are posted, `hangup` ends the call, `gotoMenu`
+ * continues in that menu. What happens after a list with neither is not stated, so it ends the
+ * run as `ran-out` (the compiler never emits one).
  *
  * @example
  * executeMenu(menu, ['1', 'timeout']).steps.map((s) => s.entry) // ['d1', 'wrong']

@@ -164,7 +164,10 @@ export function renderMenu(compiled: CompiledFlow, opts: RenderMenuOptions): Spe
   });
 }
 
-/** A follow-up message ready for the outbox (seed 2.3), `customerMessageId` aside. */
+/**
+ * A follow-up message ready for the outbox (a provider message object, docs/provider.md,
+ * "Sending: POST /bat/messagelist"), `customerMessageId` aside.
+ */
 export interface RenderedMessage {
   type: SendMessage['type'];
   text?: string;
@@ -207,7 +210,9 @@ export function pickLanguage(value: Localized, lang: string): string {
  * // { type: 'sms', text: 'Hi Ann', to: '+380501234567' }
  */
 export function renderMessage(template: SendMessage, ctx: MessageContext): RenderedMessage {
-  const { text, fallbacks, ...rest } = template;
+  const { text, fallback, fallbacks: list, ...rest } = template;
+  // one `fallback` is a list of one: validateMessage reads both forms the same way
+  const fallbacks = fallback !== undefined ? [fallback, ...(list ?? [])] : list;
   const out: RenderedMessage = renderDeep(rest, ctx.vars);
   if (text !== undefined) out.text = renderTemplate(pickLanguage(text, ctx.lang), ctx.vars);
   if (out.to === undefined && ctx.to) out.to = ctx.to;

@@ -1,5 +1,5 @@
 /**
- * The flow language (DESIGN.md, "The flow language") as one zod schema.
+ * The flow language (README.md, "The flow language") as one zod schema.
  *
  * The schema describes what a person writes in `flows/<id>.yaml`, nothing more: durations
  * stay strings, prompts stay a string or a per-language map. Normalising is the compiler's
@@ -10,13 +10,14 @@
  * FlowDefinition.parse({ menus: { main: { intro: 'ivr_1', keys: { '1': ['hangup'] } } } });
  */
 import { z } from 'zod';
+import { CASCADE_MESSAGE_TYPES } from '../provider/cascade.ts';
 
 /** Keys a caller can press, in the order the compiler emits them. */
 export const FLOW_KEYS = ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '*', '#'] as const;
 export const FlowKey = z.enum(FLOW_KEYS);
 export type FlowKey = z.infer<typeof FlowKey>;
 
-/** Statuses of the call's own message (seed 3) that `on:` can react to. */
+/** Statuses of the call's own message (docs/provider.md, "Statuses") that `on:` can react to. */
 export const CALL_STATUSES = [
   'accepted',
   'rejected',
@@ -29,18 +30,24 @@ export const CALL_STATUSES = [
 export const CallStatus = z.enum(CALL_STATUSES);
 export type CallStatus = z.infer<typeof CallStatus>;
 
-/** Message types a `send` action may use: every seed type except the speech call itself. */
+/**
+ * Message types a `send` action may use: every message type of the provider except the speech
+ * call itself (`viber_service` is read as `viber_trans`).
+ */
 export const SEND_TYPES = [
   'sms',
-  'viber_service',
   'viber_trans',
+  'viber_service',
   'viber_promo',
   'viber_carousel',
   'viber_survey',
   'viber_otp',
   'viber_session',
+  'rcs',
   'flashcall_callback',
   'flashcall',
+  // not a message type of the messagelist: one message through the cascade API
+  'cascade',
 ] as const;
 
 // Menu names end up in node ids (`main/v2/r1`), follow-up ids (`main:1:0`) and xstate state
@@ -119,7 +126,10 @@ const SendFallback = z.strictObject({
   messageData: z.record(z.string(), z.unknown()).optional(),
 });
 
-/** A seed message (2.3) to send as a follow-up; `to` defaults to the callee. */
+/**
+ * A provider message (docs/provider.md, "Message types") to send as a follow-up; `to`
+ * defaults to the callee.
+ */
 export const SendMessage = z
   .strictObject({
     type: z.enum(SEND_TYPES),
@@ -130,11 +140,40 @@ export const SendMessage = z
     dtSend: z.string().optional(),
     dtExpire: z.string().optional(),
     messageData: z.record(z.string(), z.unknown()).optional(),
-    fallbacks: z.array(SendFallback).optional(),
+    messageType: z
+      .enum(CASCADE_MESSAGE_TYPES)
+      .optional()
+      .meta({ description: 'cascade only: transaction, promo, viber_survey or flashcall' }),
+    surveyOptions: z
+      .array(z.string())
+      .optional()
+      .meta({ description: 'cascade viber_survey only: 2 to 5 answers' }),
+    variables: z
+      .array(
+        z.strictObject({
+          id: z.number().int(),
+          type: z.enum(['name', 'url', 'short_url']).optional(),
+          value: z.string(),
+        }),
+      )
+      .optional()
+      .meta({ description: "cascade only: the values of the text's %name=1% placeholders" }),
+    endpoint: z
+      .enum(['general', 'tg-viber'])
+      .optional()
+      .meta({ description: 'cascade only: the general endpoint, or the Telegram-first one' }),
+    fallback: SendFallback.optional().meta({
+      description: 'One message to send instead when this one fails or expires.',
+    }),
+    fallbacks: z
+      .array(SendFallback)
+      .optional()
+      .meta({ description: 'Messages to try in turn when this one fails or expires.' }),
   })
   .meta({
     id: 'SendMessage',
-    description: 'A message of the seed (2.3); strings may use `{{param}}` templates.',
+    description:
+      'A message of the provider (docs/provider.md); strings may use `{{param}}` templates.',
   });
 export type SendMessage = z.infer<typeof SendMessage>;
 

@@ -1,6 +1,8 @@
 /**
- * Unrolling a flow's menus into the DAG the provider plays (DESIGN.md, "Static menus,
- * compiled to a DAG").
+ * Unrolling a flow's menus into the DAG the provider plays (README.md, "The flow language"):
+ * the provider plays the whole tree without asking us, so every node of the DAG is unique, and
+ * so is every webhook body within a call (duplicates are exact, and out-of-order arrival can be
+ * resolved).
  *
  * The provider keeps no counters, so each counter becomes a copy of a menu:
  * - `retries: n` gives attempts 0..n of a menu; a wrong key or silence on attempt a goes to
@@ -11,8 +13,9 @@
  *   menu's `wrong` actions instead (and a goto among those that would also pass the limit
  *   hangs up). Within a round every menu plays at most once, so every menu plays at most
  *   `maxVisits` times in a call.
- * - an action list that ends without a goto or hangup gets an explicit hangup: the seed does
- *   not say what the provider does after the last action, so we leave it nothing to guess.
+ * - an action list that ends without a goto or hangup gets an explicit hangup: neither the
+ *   provider's docs nor the condensed interface say what it does after the last action, so we
+ *   leave it nothing to guess.
  *
  * A node is (menu, round, attempt); its id is `menu`, `menu/r1`, `menu/v2`, `menu/v2/r1`.
  * Nodes are numbered breadth-first from the start, keys in emit order, `wrong` last; node 0

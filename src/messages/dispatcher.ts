@@ -6,7 +6,10 @@
  * - the provider's answer, the timeline events and the removal of the outbox rows commit
  *   together, so a recorded send is never sent again;
  * - a send that crashed before its commit is repeated with the same customerMessageIds,
- *   which the provider deduplicates (seed 2.3: unique per message), so it is not sent twice.
+ *   unique per message: a provider that refuses a repeat (DUPLICATE_CUSTOMER_MESSAGE_ID, as
+ *   the condensed interface and the sandbox do) does not send it twice, and the refusal is
+ *   read as "sent". The public docs do not say whether the provider deduplicates
+ *   (docs/provider.md, "What the docs leave open").
  * Only one leader dispatches at a time (leader.ts); SKIP LOCKED keeps it safe regardless.
  */
 import { sql } from 'drizzle-orm';
@@ -486,7 +489,6 @@ export async function dispatchOnce(
     const full = taken.locked >= batchSize || claimed.length < taken.locked;
     const outcomes: Outcome[] = [];
     let failed = 0;
-    let gaveUp = 0;
     for (const part of roundParts(deps, claimed, taken.payloads)) {
       try {
         for (const o of await part.send()) outcomes.push(o);
@@ -511,7 +513,6 @@ export async function dispatchOnce(
           );
         }
         failed += retry.length;
-        gaveUp += giveUp.length;
       }
     }
     if (outcomes.length > 0) {

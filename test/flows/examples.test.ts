@@ -99,7 +99,7 @@ describe('the example flows', () => {
       const sim = play('satisfaction-survey', [k]);
       expect(sim.machine.sends).toHaveLength(1);
       expect(sim.machine.sends[0]!.message).toEqual({
-        type: 'viber_service',
+        type: 'viber_trans',
         from: 'AcmeSupport',
         to: '+380501234567',
         text: 'Thank you for your rating, Olena! Ticket T-77.',

@@ -20,7 +20,7 @@ export const SubmitRequest = z
   .object({
     messages: z.array(z.record(z.string(), z.unknown())).min(1).max(MAX_MESSAGES_PER_REQUEST).meta({
       description:
-        "message objects of the provider's messagelist (docs/provider.md: sms, viber_trans, viber_promo, viber_carousel, viber_survey, viber_otp, viber_session, rcs, flashcall, flashcall_callback, speechcall), or `type: \"cascade\"` for one message through the cascade API; customerMessageId optional (generated when absent)",
+        'message objects of the provider\'s messagelist (docs/provider.md: sms, viber_trans, viber_promo, viber_carousel, viber_survey, viber_otp, viber_session, rcs, flashcall, flashcall_callback, speechcall), or `type: "cascade"` for one message through the cascade API; customerMessageId optional (generated when absent)',
     }),
   })
   .meta({
