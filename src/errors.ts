@@ -24,7 +24,8 @@ export const ERROR_CODES = [
   'RATE_LIMITED',
   'UNAVAILABLE',
   'INTERNAL',
-  // the provider's own identifiers (seed section 7), used for per-message rejections
+  // the provider's own identifiers (docs/provider.md, "What the docs leave open": error codes
+  // per message), used for per-message rejections
   'INVALID_RECIPIENT',
   'INVALID_SENDER',
   'MESSAGE_TOO_LONG',

@@ -9,8 +9,8 @@ import type { Database, LeaderLock } from './db/client.ts';
 import type { Metrics } from './http/metrics.ts';
 import type { Logger } from './logger.ts';
 import {
-  type DispatchOptions,
   type CascadeSender,
+  type DispatchOptions,
   dispatchOnce,
   type MessagelistSender,
 } from './messages/dispatcher.ts';
@@ -165,6 +165,8 @@ export function startWorkers(deps: WorkerDeps): Workers {
     };
     const polled = await pollOnce(pollDeps, deps.poll);
     const expired = await expireOverdue(pollDeps, { marginMs: deps.poll.expireMarginMs });
+    deps.metrics.statusPolls.inc(polled);
+    deps.metrics.expired.inc(expired);
     return polled + expired > 0;
   });
   // durable timers: any instance may fire them (SKIP LOCKED), after a restart too

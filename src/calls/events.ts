@@ -195,9 +195,9 @@ interface StoreAndLockJson {
 }
 
 /**
- * POST /hooks/speechcall: `{from, to, mid, action: {token}}` (seed 2.9). A missing, forged or
- * altered token is refused (401) before anything is stored. `ingest` resolves after the
- * commit of the transaction that stored and applied it.
+ * POST /hooks/speechcall: `{from, to, mid, action: {token}}` (docs/provider.md, "Callbacks").
+ * A missing, forged or altered token is refused (401) before anything is stored. `ingest`
+ * resolves after the commit of the transaction that stored and applied it.
  *
  * Group commit, as for delivery callbacks (db/group-commit.ts): webhooks that arrive while a
  * transaction is in flight share the next one. One transaction at a time: a transaction costs

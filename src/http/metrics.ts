@@ -15,6 +15,10 @@ export interface Metrics {
   /** result: accepted, rejected */
   dispatched: Counter<'result'>;
   provider429: Counter;
+  /** status records asked of the provider (GET /bat/message/{id}) by the poller */
+  statusPolls: Counter;
+  /** messages marked expired because no final status came by the end of their life */
+  expired: Counter;
   /** outbox rows waiting, read from the database at scrape time */
   outboxDepth: Gauge;
   /** calls by state, read from the database at scrape time */
@@ -61,6 +65,16 @@ export function createMetrics(readers?: MetricReaders): Metrics {
     provider429: new Counter({
       name: 'switchboard_provider_rate_limited_total',
       help: '429 answers received from the provider',
+      registers: [registry],
+    }),
+    statusPolls: new Counter({
+      name: 'switchboard_status_polls_total',
+      help: "Status records asked of the provider for messages with no news (or a fallback's channels)",
+      registers: [registry],
+    }),
+    expired: new Counter({
+      name: 'switchboard_messages_expired_total',
+      help: 'Messages marked expired: no final status by the end of their life and the margin',
       registers: [registry],
     }),
     outboxDepth: new Gauge({

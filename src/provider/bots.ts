@@ -1,8 +1,8 @@
 /**
- * Bot-user loading (seed 2.7, 4, 5): Telegram and Viber bot users uploaded to the
- * organization, one user per request, the bot token in the path (it is the only auth the
- * seed names for these endpoints). The response is not shown in the seed, so it is returned
- * as parsed.
+ * Bot-user loading: Telegram and Viber bot users uploaded to the organization, one user per
+ * request (POST /api/tg_bot/{token}, /api/viber_bot/{token}), the bot token in the path (it
+ * is the only auth the provider names for these endpoints). The provider does not document
+ * the response, so it is returned as parsed.
  */
 import { z } from 'zod';
 import { AppError } from '../errors.ts';

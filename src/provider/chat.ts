@@ -1,11 +1,12 @@
 /**
- * The chat operator client (seed 2.1, 2.2, 4, 5 at {chat_url}): a company token from login
- * and password, operator tokens that expire at most 24 hours ahead (checked before
- * anything is sent), token validation, the operator list (Bearer and `Accept: text/plain`,
- * as the seed requires), synchronize, and status changes (0 active, 1 inactive, 2 deleted).
- * 401 and 403 come back as `ProviderError`s of kind `unauthorized` and `forbidden`.
+ * The chat operator client (the provider's chat operator API, at {chat_url}): a company token
+ * from login and password, operator tokens that expire at most 24 hours ahead (checked before
+ * anything is sent), token validation, the operator list (Bearer and `Accept: text/plain`, as
+ * the provider requires for that call), synchronize, and status changes (0 active, 1 inactive,
+ * 2 deleted). 401 and 403 come back as `ProviderError`s of kind `unauthorized` and
+ * `forbidden`.
  *
- * With login and password the company token is fetched on first use and kept; the seed
+ * With login and password the company token is fetched on first use and kept; the provider
  * gives it no expiry, so a 401 on a later call fetches a new one once and repeats the call.
  */
 import { z } from 'zod';
@@ -16,7 +17,10 @@ import { issuesToDetails } from './issues.ts';
 import { systemClock } from './limiter.ts';
 
 export const OperatorStatus = z.union([z.literal(0), z.literal(1), z.literal(2)]);
-/** 0 Active, 1 Inactive, 2 Deleted (seed 2.1, 3). */
+/**
+ * 0 Active, 1 Inactive, 2 Deleted. The provider moves Active to Inactive or Deleted and
+ * Inactive back to Active; synchronize creates operators Active.
+ */
 export type OperatorStatus = z.infer<typeof OperatorStatus>;
 export const OPERATOR_STATUS = { active: 0, inactive: 1, deleted: 2 } as const;
 
@@ -51,7 +55,7 @@ export const OperatorToSync = z.strictObject({
 });
 export type OperatorToSync = z.infer<typeof OperatorToSync>;
 
-/** How long an operator token may live (seed 5, 8). */
+/** How long an operator token may live: the provider takes an expiresAt at most 24 hours ahead. */
 export const MAX_OPERATOR_TOKEN_MS = 24 * 60 * 60 * 1000;
 
 export type ChatAuth = { login: string; password: string } | { companyToken: string };
@@ -65,7 +69,7 @@ export interface ChatClient {
   listOperators(organizationId: number): Promise<Operator[]>;
   synchronizeOperators(operators: OperatorToSync[]): Promise<CreatedOperator[]>;
   setOperatorStatus(operatorId: number, status: OperatorStatus): Promise<void>;
-  /** GET /api/company/organization; its response is not shown in the seed. */
+  /** GET /api/company/organization; the provider does not document its response. */
   getOrganization(): Promise<unknown>;
 }
 
@@ -227,7 +231,7 @@ export function createChatClient(
         limitClass: 'chat',
         headers: { Accept: 'text/plain' },
       };
-      // The seed requires Bearer here whatever header the other calls use.
+      // The provider requires Bearer here whatever header the other calls use.
       const res = await withCompany(req, (token) => ({ Authorization: `Bearer ${token}` }));
       return parseBody(z.array(Operator), res.json, req, res.text);
     },

@@ -1,5 +1,6 @@
 /**
- * The messaging client (seed 4, 5, 7, 8): messagelists and status lookup, with any of the
+ * The messaging client (docs/provider.md, "Sending: POST /bat/messagelist", "The answer to a
+ * messagelist", "Statuses" and "Limits"): messagelists and status lookup, with any of the
  * three auth methods, chunking to 5000 messages per request, the shared rate limiter and
  * retries of `http.ts`.
  *
@@ -36,14 +37,16 @@ import {
 import { statusWordOf } from './statuses.ts';
 
 /**
- * The three methods of seed 5: Basic login:password; the API key in X-Authorization-Key
- * (`scheme: 'header'`, the default); or Basic with `@` as login and the key as password.
+ * The messaging API's three auth methods (docs/provider.md, "Addresses and credentials"; the
+ * third from the condensed interface): Basic login:password; the API key in
+ * X-Authorization-Key (`scheme: 'header'`, the default); or Basic with `@` as login and the
+ * key as password.
  */
 export type ProviderAuth =
   | { login: string; password: string }
   | { apiKey: string; scheme?: 'header' | 'basic' };
 
-/** The auth headers for a method of seed 5. */
+/** The auth headers for one of those methods. */
 export function messagingAuthHeaders(auth: ProviderAuth): Record<string, string> {
   if ('login' in auth) return { Authorization: basicAuth(auth.login, auth.password) };
   if (auth.scheme === 'basic') return { Authorization: basicAuth('@', auth.apiKey) };

@@ -1,7 +1,7 @@
 /**
- * Token buckets, one per limit class (seed 8), shared by every client given the same
- * limiter: create one per process and pass it to each client so that, together, they stay
- * under the provider's limits.
+ * Token buckets, one per limit class (docs/provider.md, "Limits"), shared by every client
+ * given the same limiter: create one per process and pass it to each client so that, together,
+ * they stay under the provider's limits.
  *
  * The provider counts requests when they *arrive*, which the client never sees: it only
  * knows that a request arrived somewhere between its send and its response. A bucket that
@@ -38,8 +38,9 @@ export interface RateLimit {
 
 /**
  * Limit classes: `messaging` (/bat/messagelist, cascade, bot upload) and `data` (status,
- * balance, info) from seed 8; `chat` is the chat operator API, a separate service at its own
- * address, with the seed's default limit.
+ * balance, info) from the condensed interface; `chat` is the chat operator API, a separate
+ * service at its own address, with the messaging default (100/s, burst 150), which the
+ * condensed interface applies to every API unless a contract says otherwise.
  */
 export const DEFAULT_LIMITS = {
   messaging: { ratePerSecond: 100, burst: 150 },

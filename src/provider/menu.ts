@@ -1,7 +1,8 @@
 /**
- * The speechcall `menu` (seed 2.5): an array of menus, each an intro, an optional idle
- * timeout and the actions per DTMF key. Every rule the seed states is enforced here, so the
- * flow compiler can check its output and the sandbox can reject what the provider would.
+ * The speechcall `menu` (docs/provider.md, "Message types"): an array of menus, each an intro,
+ * an optional idle timeout and the actions per DTMF key. Every rule the provider states is
+ * enforced here, so the flow compiler can check its output and the sandbox can reject what the
+ * provider would.
  *
  * Rules: keys only d0..d9, d*, d#, wrong; each key runs a non-empty list of actions;
  * `gotoMenu.menu` is a 0-based index (integer or digit string) of a menu that exists;
@@ -50,7 +51,7 @@ export const HttpUrl = z.string().refine(isHttpUrl, {
 export const WebhookAction = z.strictObject({
   action: z.literal('webhook'),
   url: HttpUrl,
-  /** Goes under the `action` key of the webhook payload (seed 2.9). */
+  /** Goes under the `action` key of the webhook payload (docs/provider.md, "Callbacks"). */
   body: z.record(z.string(), z.unknown()).optional(),
   headers: z.record(z.string(), z.string()).optional(),
 });

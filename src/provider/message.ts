@@ -77,7 +77,7 @@ export function deadlineOf(m: Message, sentAt: Date, lifetimeSeconds: number): D
   return new Date(at);
 }
 
-/** Most messages in one messagelist request (seed 4 and 8). */
+/** Most messages in one messagelist request: the provider's limit of 5000. */
 export const MAX_MESSAGES_PER_LIST = 5000;
 
 // ---------------------------------------------------------------------------------------
@@ -715,7 +715,7 @@ export type WireMessage =
 // ---------------------------------------------------------------------------------------
 // validateMessage
 
-const SEED_CODES = [
+const PROVIDER_CODES = [
   'INVALID_RECIPIENT',
   'INVALID_SENDER',
   'MESSAGE_TOO_LONG',
@@ -738,11 +738,12 @@ export interface ValidateMessageOptions {
 const CommonFields = z.looseObject({ from: Sender, to: Recipient });
 
 /**
- * Validates one message with every rule of the seed, applies the default TTL (seed 2.3) when
- * neither dtExpire nor ttl is given, and counts SMS parts. Detail paths are relative to the
- * message (`to`, `messageData.carousel.items[2].title`, `fallbacks[0].to`); the error code
- * is the seed's identifier where one fits (INVALID_RECIPIENT, INVALID_SENDER,
- * MESSAGE_TOO_LONG, INVALID_ENCODING), otherwise INVALID_MESSAGE.
+ * Validates one message with every rule of docs/provider.md, applies its type's default TTL
+ * ("Sending: POST /bat/messagelist") when neither dtExpire nor ttl is given, and counts SMS
+ * parts. Detail paths are relative to the message (`to`,
+ * `messageData.carousel.items[2].title`, `fallbacks[0].to`); the error code is the provider's
+ * identifier where one fits (INVALID_RECIPIENT, INVALID_SENDER, MESSAGE_TOO_LONG,
+ * INVALID_ENCODING), otherwise INVALID_MESSAGE.
  *
  * @example
  * validateMessage({ from: 'Acme', to: '+380501234567', type: 'sms', text: 'hi' })
@@ -875,7 +876,7 @@ function withDefaultTtl<M extends Single<Message>>(m: M): M {
   return ttl === undefined ? m : { ...m, ttl };
 }
 
-// A missing or non-string `to`/`from` breaks the same seed rule as a malformed one.
+// A missing or non-string `to`/`from` breaks the same provider rule as a malformed one.
 const FIELD_CODES: Record<string, ErrorCode> = { to: 'INVALID_RECIPIENT', from: 'INVALID_SENDER' };
 
 function failure(raw: ErrorDetail[]): ValidateMessageResult {
@@ -884,9 +885,9 @@ function failure(raw: ErrorDetail[]): ValidateMessageResult {
     const code = FIELD_CODES[field];
     return code && d.code === 'invalid_type' ? { ...d, code } : d;
   });
-  const seed = details.find((d) => (SEED_CODES as readonly string[]).includes(d.code));
-  const first = seed ?? details[0];
-  const code: ErrorCode = (seed?.code as ErrorCode | undefined) ?? 'INVALID_MESSAGE';
+  const known = details.find((d) => (PROVIDER_CODES as readonly string[]).includes(d.code));
+  const first = known ?? details[0];
+  const code: ErrorCode = (known?.code as ErrorCode | undefined) ?? 'INVALID_MESSAGE';
   const message = first
     ? `${first.path === '' ? 'message' : first.path}: ${first.message}`
     : 'invalid message';
@@ -894,7 +895,7 @@ function failure(raw: ErrorDetail[]): ValidateMessageResult {
 }
 
 // ---------------------------------------------------------------------------------------
-// Messagelist request and responses (seed 2.6)
+// Messagelist request and responses (docs/provider.md, "The answer to a messagelist")
 
 /** Body of POST /bat/messagelist: 1 to 5000 messages. */
 export const MessagelistRequest = z.strictObject({
@@ -936,7 +937,10 @@ export const MessagelistResponseSms = z.looseObject({
   ),
 });
 
-/** The generic form of 2.6: status `sent`, the number under `recipient`. */
+/**
+ * The generic form (`smsbat/index.md`, "Response Format", and the condensed interface):
+ * status `sent`, the number under `recipient`.
+ */
 export const MessagelistResponseGeneric = z.looseObject({
   messagelistId: z.coerce.number().int().optional(),
   messages: z.array(
@@ -955,7 +959,7 @@ export const MessagelistResponseGeneric = z.looseObject({
   ),
 });
 
-/** Either shape of seed 2.6, as the provider sends it. */
+/** Either shape of the messagelist answer, as the provider sends it. */
 export const MessagelistResponse = z.union([MessagelistResponseSms, MessagelistResponseGeneric]);
 export type MessagelistResponse = z.output<typeof MessagelistResponse>;
 
@@ -989,7 +993,7 @@ export const NormalisedMessagelistResponse = z.object({
 export type NormalisedMessagelistResponse = z.infer<typeof NormalisedMessagelistResponse>;
 
 /**
- * Parses either response shape of seed 2.6 into one normalised shape, or returns undefined
+ * Parses either messagelist answer shape into one normalised shape, or returns undefined
  * when the body is neither.
  *
  * @example

@@ -1,16 +1,18 @@
 /**
- * SMS encoding and splitting (seed 2.3).
+ * SMS encoding and splitting (docs/provider.md, "Message types"; `smsbat/sms.md`, "Character
+ * Encoding").
  *
- * GSM 7-bit when every character is in the GSM 03.38 basic table or is one of the seed's
- * extension characters (| ^ € { } [ ] ~ \), which take two septets (escape + character):
+ * GSM 7-bit when every character is in the GSM 03.38 basic table or is one of the provider's
+ * extended characters (| ^ € { } [ ] ~ \), which take two septets (escape + character):
  * 160 septets in a single message, 153 per part once split. Anything else switches the whole
  * text to UCS-2, counted in UTF-16 code units (an emoji outside the BMP is 2): 70 single,
  * 67 per part. A part never ends between the two septets of an extension character or
  * between the two halves of a surrogate pair; such a character moves whole to the next part,
  * which is why `parts` can exceed `ceil(units / 153)`.
  *
- * Only the nine extension characters the seed names count as GSM; the form feed of the full
- * 03.38 extension table is treated as "any other character" (UCS-2), as the seed says.
+ * Only the nine extended characters the provider names count as GSM; the form feed of the
+ * full 03.38 extension table is not among them, so it is "any other character" and switches
+ * the text to UCS-2.
  */
 import { AppError } from '../errors.ts';
 

@@ -26,7 +26,12 @@ const HOUR = 3_600_000;
 /** A clock that stands still until a test moves it. */
 function stillClock(start: Date): Clock & { advance(ms: number): void } {
   let now = start.getTime();
-  return { now: () => new Date(now), advance: (ms) => void (now += ms) };
+  return {
+    now: () => new Date(now),
+    advance(ms) {
+      now += ms;
+    },
+  };
 }
 
 /** The provider's status records by messageId, and every id asked about, in order. */

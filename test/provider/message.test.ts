@@ -123,7 +123,11 @@ const valid: Record<string, object> = {
       button: { text: 'View Product', url: 'https://example.com/product' },
     },
   }, // send-message.md, "Viber Promo"
-  viber_promo_video_only: { ...base, type: 'viber_promo', messageData: { video: 'https://c.example/v.mp4' } },
+  viber_promo_video_only: {
+    ...base,
+    type: 'viber_promo',
+    messageData: { video: 'https://c.example/v.mp4' },
+  },
   viber_carousel_docs_buttons: {
     ...base,
     type: 'viber_carousel',
@@ -167,7 +171,12 @@ const valid: Record<string, object> = {
     type: 'rcs',
     text: 'Check out our new product!',
     messageData: {
-      media: { url: 'https://example.com/product.jpg', type: 'image/jpeg', height: 600, width: 800 },
+      media: {
+        url: 'https://example.com/product.jpg',
+        type: 'image/jpeg',
+        height: 600,
+        width: 800,
+      },
     },
   }, // rcs.md, "Text + Image"
   rcs_buttons: {
@@ -305,14 +314,20 @@ const invalid: Array<[string, object, string, string, string]> = [
   ],
   [
     'rcs media of an unknown type',
-    { ...valid.rcs_media, messageData: { media: { url: 'https://c.example/a.bmp', type: 'image/bmp' } } },
+    {
+      ...valid.rcs_media,
+      messageData: { media: { url: 'https://c.example/a.bmp', type: 'image/bmp' } },
+    },
     'messageData.media.type',
     'INVALID_MEDIA_TYPE',
     'INVALID_MESSAGE',
   ],
   [
     'rcs button with an unknown action',
-    { ...valid.rcs_buttons, messageData: { buttons: [{ text: 'Go', action: { type: 'teleport' } }] } },
+    {
+      ...valid.rcs_buttons,
+      messageData: { buttons: [{ text: 'Go', action: { type: 'teleport' } }] },
+    },
     'messageData.buttons[0].action.type',
     'invalid_union',
     'INVALID_MESSAGE',
@@ -333,7 +348,13 @@ const invalid: Array<[string, object, string, string, string]> = [
   ],
   [
     'sms fallback inheriting a sender SMS cannot use',
-    { ...base, from: 'Acme Shop', type: 'viber_trans', text: 'Hi', fallback: { type: 'sms', text: 'Hi' } },
+    {
+      ...base,
+      from: 'Acme Shop',
+      type: 'viber_trans',
+      text: 'Hi',
+      fallback: { type: 'sms', text: 'Hi' },
+    },
     'fallback.from',
     'INVALID_SENDER',
     'INVALID_SENDER',
@@ -954,7 +975,7 @@ describe('messagelist', () => {
     });
   });
 
-  it("keeps a flash call's callerId, pattern and ttl (flashcall.md, \"Response Format\")", () => {
+  it('keeps a flash call\'s callerId, pattern and ttl (flashcall.md, "Response Format")', () => {
     const body = {
       messagelistId: 123456,
       messages: [

@@ -18,7 +18,10 @@ export const messages = pgTable(
     type: text('type').notNull(),
     from: text('from').notNull(),
     to: text('to').notNull(),
-    /** the message object as it will be sent to the provider (seed 2.3) */
+    /**
+     * the message object as it will be sent to the provider
+     * (docs/provider.md, "Sending: POST /bat/messagelist")
+     */
     payload: jsonb('payload').notNull(),
     status: text('status').notNull(),
     parts: integer('parts'),

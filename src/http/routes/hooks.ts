@@ -185,8 +185,7 @@ export function hookRoutes(deps: {
     method: 'post',
     path: '/hooks/speechcall',
     tags: ['hooks'],
-    summary:
-      'Speech-call webhooks (seed 2.9): one per key pressed, from the tracking webhook of the menu',
+    summary: 'Speech-call webhooks: one per key pressed, from the tracking webhook of the menu',
     description:
       'The body is `{from, to, mid, action}`; `action.token` is the signed token Switchboard put in the menu, naming call, node and key. A missing, forged or altered token (or one from another call) gets 401. Exact duplicates change nothing; a webhook for a node the call has not reached yet is held and applied when it gets there.',
     request: {
