@@ -79,6 +79,7 @@ interface LockedMessage {
   pmid: string | null;
   status: string;
   fallbacks: number;
+  type: string;
   callId: string | null;
   role: string | null;
 }
@@ -261,7 +262,7 @@ async function storeBatch(deps: IngestDeps, parsed: Parsed[], now: Date): Promis
     const forgets = fresh.filter((i) => i.dropped.length > 0);
     // messages with fallbacks that a channel-less status ended: their record is read once more
     const checks = recorded.filter(
-      (r) => r.after !== r.m.status && needsStatusCheck(r.after, r.m.fallbacks, r.events),
+      (r) => r.after !== r.m.status && needsStatusCheck(r.after, r.m.fallbacks, r.events, r.m.type),
     );
     if (hooked.length === 0 && forgets.length === 0 && checks.length === 0) {
       await last(write);
@@ -302,6 +303,7 @@ async function storeBatch(deps: IngestDeps, parsed: Parsed[], now: Date): Promis
             callId: m.callId,
             role: m.role,
             fallbacks: m.fallbacks,
+            type: m.type,
           },
           events,
         );
@@ -372,7 +374,7 @@ async function lockAndCheck(
         select l.* from (select id from found order by id) f
           cross join lateral (
             select id, customer_message_id as cmid, provider_message_id as pmid, status,
-                   ${fallbackCountSql(sql.raw('payload'))} as fallbacks,
+                   ${fallbackCountSql(sql.raw('payload'))} as fallbacks, type,
                    call_id as "callId", role
             from messages where messages.id = f.id
             for update) l)

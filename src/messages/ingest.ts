@@ -199,7 +199,10 @@ async function applyGrouped(
     const events = groups.get(id)!;
     const result = await recordEvents(tx, id, events, now);
     if (!result) continue;
-    if (result.after !== result.before && needsStatusCheck(result.after, result.fallbacks, events))
+    if (
+      result.after !== result.before &&
+      needsStatusCheck(result.after, result.fallbacks, events, result.type)
+    )
       checks.push(id);
     if (deps.onRecorded) await deps.onRecorded(tx, result, events);
   }

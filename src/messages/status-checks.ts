@@ -17,7 +17,10 @@ export function needsStatusCheck(
   after: MessageStatus,
   fallbackCount: number,
   events: readonly Pick<NewEvent, 'channel' | 'fallbackIndex' | 'source'>[],
+  type: string,
 ): boolean {
+  // a cascade's record shows no channels (cascade/send.md: its messageId tracks the status)
+  if (type === 'cascade') return false;
   if (fallbackCount === 0 || !(isTerminal(after) || after === 'delivered')) return false;
   if (events.some((e) => e.source === 'poll')) return false;
   return events.every((e) => e.channel === undefined && e.fallbackIndex === undefined);

@@ -35,18 +35,29 @@ export interface RecordResult {
   /** the call the message belongs to, and its role there */
   callId: string | null;
   role: string | null;
-  /** how many fallbacks the message has */
+  /** how many channels the message has to try after its first (`fallbacksOf`) */
   fallbacks: number;
+  /** the message's type */
+  type: string;
 }
 
 /**
- * How many fallbacks a stored message has: it is stored as sent, with one fallback as a
- * `fallback` object (the docs' form) and more as a `fallbacks` list. `fallbackCountSql` is the
- * same rule for set-based statements; a test holds the two to each other.
+ * The channels of a cascade message after its first (cascade/index.md, "How It Works":
+ * Telegram bot, Viber bot, Viber business, RCS, SMS): the provider reports each channel it
+ * tries, and one that fails leaves the next to try.
+ */
+export const CASCADE_CHANNELS_AFTER_FIRST = 4;
+
+/**
+ * How many channels a stored message has to try after its first: its fallbacks (it is stored
+ * as sent, with one fallback as a `fallback` object, the docs' form, and more as a
+ * `fallbacks` list), or a cascade's chain. `fallbackCountSql` is the same rule for set-based
+ * statements; a test holds the two to each other.
  */
 export function fallbacksOf(payload: unknown): number {
-  if (typeof payload !== 'object' || payload === null) return 0;
-  const p = payload as { fallbacks?: unknown; fallback?: unknown };
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) return 0;
+  const p = payload as { fallbacks?: unknown; fallback?: unknown; type?: unknown };
+  if (p.type === 'cascade') return CASCADE_CHANNELS_AFTER_FIRST;
   if (Array.isArray(p.fallbacks)) return p.fallbacks.length;
   const one = p.fallback;
   return typeof one === 'object' && one !== null && !Array.isArray(one) ? 1 : 0;
@@ -54,7 +65,9 @@ export function fallbacksOf(payload: unknown): number {
 
 /** `fallbacksOf` in SQL, over a jsonb payload column. */
 export function fallbackCountSql(payload: SQL): SQL {
-  return sql`(case when jsonb_typeof(${payload}->'fallbacks') = 'array'
+  return sql`(case when jsonb_typeof(${payload}) <> 'object' then 0
+    when ${payload}->'type' = '"cascade"'::jsonb then ${sql.raw(String(CASCADE_CHANNELS_AFTER_FIRST))}
+    when jsonb_typeof(${payload}->'fallbacks') = 'array'
     then jsonb_array_length(${payload}->'fallbacks')
     when jsonb_typeof(${payload}->'fallback') = 'object' then 1 else 0 end)`;
 }
@@ -115,6 +128,7 @@ export async function recordEvents(
       payload: messages.payload,
       callId: messages.callId,
       role: messages.role,
+      type: messages.type,
     })
     .from(messages)
     .where(eq(messages.id, messageId))
@@ -145,7 +159,15 @@ export async function recordEvents(
   if (after !== before) set.status = after;
   if (deliveredVia) set.deliveredVia = deliveredVia;
   await tx.update(messages).set(set).where(eq(messages.id, messageId));
-  return { messageId, before, after, callId: row.callId, role: row.role, fallbacks: fallbackCount };
+  return {
+    messageId,
+    before,
+    after,
+    callId: row.callId,
+    role: row.role,
+    fallbacks: fallbackCount,
+    type: row.type,
+  };
 }
 
 /** SQL for a status's rank, mirroring status.ts, for set-based updates of many rows. */

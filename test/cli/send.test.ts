@@ -6,7 +6,11 @@ import { Hono } from 'hono';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseFile, runSend } from '../../src/cli/send.ts';
 import { validateMessage } from '../../src/provider/message.ts';
+import type { RunningServer } from '../../src/server.ts';
 import { type LocalServer, listen } from '../provider/helpers.ts';
+import { readJson } from '../support/app.ts';
+import { createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { eventually, startTestServer } from '../support/server.ts';
 
 const servers: LocalServer[] = [];
 let dir: string;
@@ -310,5 +314,80 @@ describe('switchboard send --direct', () => {
       1,
     );
     expect(none.err()).toContain('PROVIDER_BASE_URL');
+  });
+});
+
+describe('switchboard send, to a running Switchboard and its sandbox', () => {
+  let db: TestDatabase;
+  let server: RunningServer;
+  beforeAll(async () => {
+    db = await createTestDatabase('pglite');
+    server = await startTestServer(db.database);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await db?.drop();
+  });
+
+  it('sends RCS with its fallback and a cascade message from flags, each to delivered', async () => {
+    const t = io();
+    const rcs = await runSend(
+      [
+        '--url',
+        server.url,
+        '--to',
+        TO,
+        '--from',
+        'Acme',
+        '--type',
+        'rcs',
+        '--text',
+        'Your order is ready',
+        '--customer-message-id',
+        'cli-rcs-1',
+        '--message-data',
+        '{"buttons":[{"text":"Track","action":{"type":"openUrl","url":"https://example.com/t"}}]}',
+        '--fallback',
+        '{"type":"sms","text":"Your order is ready: https://example.com/t"}',
+      ],
+      t.io,
+    );
+    expect(rcs, t.err()).toBe(0);
+    const cascade = await runSend(
+      [
+        '--url',
+        server.url,
+        '--to',
+        TO,
+        '--from',
+        'Acme',
+        '--type',
+        'cascade',
+        '--message-type',
+        'transaction',
+        '--text',
+        'Hi %name=1%',
+        '--variables',
+        '[{"id":1,"type":"name","value":"Ann"}]',
+        '--customer-message-id',
+        'cli-cascade-1',
+      ],
+      t.io,
+    );
+    expect(cascade, t.err()).toBe(0);
+    for (const ref of ['cli-rcs-1', 'cli-cascade-1']) {
+      const v = await eventually(
+        async () => {
+          const m = await readJson(await fetch(`${server.url}/v1/messages/${ref}`));
+          return m.status === 'delivered' && m;
+        },
+        15_000,
+        `${ref} delivered`,
+      );
+      expect(v.customerMessageId).toBe(ref);
+    }
+    // what the provider was sent: the RCS message with its one fallback as the docs write it
+    const [sent] = server.sandbox!.messages.list({ customerMessageId: 'cli-rcs-1' });
+    expect(sent).toMatchObject({ type: 'rcs', text: 'Your order is ready' });
   });
 });

@@ -1,7 +1,8 @@
 /**
  * How many fallbacks a stored message has is one rule written twice: `fallbacksOf` in
  * TypeScript (recordEvents) and `fallbackCountSql` in SQL (the delivery batch). The two must
- * answer alike for every payload, the docs' `fallback` object and the `fallbacks` list included.
+ * answer alike for every payload, the docs' `fallback` object, the `fallbacks` list and a
+ * cascade's chain included.
  */
 
 import { sql } from 'drizzle-orm';
@@ -13,7 +14,7 @@ import { describeEachEngine } from '../support/db.ts';
 
 const payload = fc.record(
   {
-    type: fc.constant('viber_trans'),
+    type: fc.constantFrom('viber_trans', 'sms', 'cascade'),
     fallback: fc.oneof(fc.record({ type: fc.constant('sms'), text: fc.string() }), fc.jsonValue()),
     fallbacks: fc.oneof(
       fc.array(fc.record({ type: fc.constant('sms') }), { maxLength: 4 }),
@@ -32,6 +33,10 @@ describeEachEngine('the fallback count', (ctx) => {
       { type: 'sms', fallback: null },
       { type: 'sms', fallback: [] },
       { type: 'sms', fallbacks: {} },
+      // a cascade's chain: the channels after its first (cascade/index.md, "How It Works")
+      { type: 'cascade', messageType: 'transaction' },
+      [],
+      'a string',
       ...fc.sample(payload, { numRuns: 300, seed: 19 }),
     ];
     // JSON round trip: what is stored is JSON, and -0 or undefined do not survive it
@@ -44,6 +49,6 @@ describeEachEngine('the fallback count', (ctx) => {
     );
     expect(rows.map((r) => Number(r.n))).toEqual(stored.map((s) => fallbacksOf(s)));
     // and the samples reach every answer: none, one, several
-    expect(stored.map((s) => fallbacksOf(s))).toEqual(expect.arrayContaining([0, 1, 2, 3]));
+    expect(stored.map((s) => fallbacksOf(s))).toEqual(expect.arrayContaining([0, 1, 2, 3, 4]));
   });
 });
