@@ -196,7 +196,9 @@ function bodyToValue(contentType: string | undefined, body: string): unknown {
  * "Extended Response (with Fallback)"), or else from its `fallbacks: [{type, status}]` list
  * (entries naming a messageId of their own are fallback messages, read as events elsewhere).
  */
-function channelWords(f: Fields): Array<[string, string]> {
+const NO_WORDS: ReadonlyArray<[string, string]> = Object.freeze([]);
+
+function channelWords(f: Fields): ReadonlyArray<[string, string]> {
   const extended = f.byName.get('extendedstatuses');
   if (isObj(extended)) {
     return Object.entries(extended).flatMap(([channel, word]) =>
@@ -204,7 +206,8 @@ function channelWords(f: Fields): Array<[string, string]> {
     );
   }
   const list = f.byName.get('fallbacks');
-  if (!Array.isArray(list)) return [];
+  // nearly every callback has neither: no array is made for it
+  if (!Array.isArray(list)) return NO_WORDS;
   return list.flatMap((item) => {
     if (!isObj(item) || item.messageId !== undefined) return [];
     const { type, status } = item;
@@ -214,11 +217,16 @@ function channelWords(f: Fields): Array<[string, string]> {
   });
 }
 
-/** The per-channel events of a record, beside its own (`perChannel`, see DeliveryEvent). */
-function perChannelEvents(f: Fields, event: DeliveryEvent, map: StatusMap): DeliveryEvent[] {
+/** Adds a record's per-channel events after its own (`perChannel`, see DeliveryEvent). */
+function pushPerChannel(
+  events: DeliveryEvent[],
+  f: Fields,
+  event: DeliveryEvent,
+  map: StatusMap,
+): void {
   const words = channelWords(f);
-  if (words.length === 0) return words as [];
-  return words.map(([channel, word]) => {
+  for (let i = 0; i < words.length; i++) {
+    const [channel, word] = words[i]!;
     const e: DeliveryEvent = {
       providerMessageIds: event.providerMessageIds,
       status: map[normaliseWord(word)] ?? word,
@@ -228,8 +236,8 @@ function perChannelEvents(f: Fields, event: DeliveryEvent, map: StatusMap): Deli
     };
     if (event.customerMessageId) e.customerMessageId = event.customerMessageId;
     if (event.at) e.at = event.at;
-    return e;
-  });
+    events.push(e);
+  }
 }
 
 function eventsOf(value: unknown, map: StatusMap, messageId?: string): ParsedDelivery {
@@ -256,7 +264,7 @@ function eventsOf(value: unknown, map: StatusMap, messageId?: string): ParsedDel
       return;
     }
     events.push(e);
-    for (const c of perChannelEvents(f, e, map)) events.push(c);
+    pushPerChannel(events, f, e, map);
   });
   return { events, problems };
 }

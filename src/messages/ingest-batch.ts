@@ -374,7 +374,7 @@ async function lockAndCheck(
         select l.* from (select id from found order by id) f
           cross join lateral (
             select id, customer_message_id as cmid, provider_message_id as pmid, status,
-                   ${fallbackCountSql(sql.raw('payload'))} as fallbacks, type,
+                   ${fallbackCountSql(sql.raw('payload'), sql.raw('type'))} as fallbacks, type,
                    call_id as "callId", role
             from messages where messages.id = f.id
             for update) l)

@@ -138,8 +138,7 @@ export function toNewEvent(
   source: NewEvent['source'],
 ): NewEvent {
   // assigned, not spread: see eventFrom in delivery-parse.ts
-  const detail: Record<string, unknown> = {};
-  if (inboxId !== undefined) detail.inboxId = inboxId;
+  const detail: Record<string, unknown> = inboxId === undefined ? {} : { inboxId };
   if (e.rawStatus !== e.status) detail.providerStatus = e.rawStatus;
   if (e.providerMessageIds[0]) detail.messageId = e.providerMessageIds[0];
   if (e.error != null) detail.error = e.error;

@@ -54,19 +54,18 @@ export const CASCADE_CHANNELS_AFTER_FIRST = 4;
  * `fallbacks` list), or a cascade's chain. `fallbackCountSql` is the same rule for set-based
  * statements; a test holds the two to each other.
  */
-export function fallbacksOf(payload: unknown): number {
+export function fallbacksOf(payload: unknown, type: string): number {
+  if (type === 'cascade') return CASCADE_CHANNELS_AFTER_FIRST;
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) return 0;
-  const p = payload as { fallbacks?: unknown; fallback?: unknown; type?: unknown };
-  if (p.type === 'cascade') return CASCADE_CHANNELS_AFTER_FIRST;
+  const p = payload as { fallbacks?: unknown; fallback?: unknown };
   if (Array.isArray(p.fallbacks)) return p.fallbacks.length;
   const one = p.fallback;
   return typeof one === 'object' && one !== null && !Array.isArray(one) ? 1 : 0;
 }
 
-/** `fallbacksOf` in SQL, over a jsonb payload column. */
-export function fallbackCountSql(payload: SQL): SQL {
-  return sql`(case when jsonb_typeof(${payload}) <> 'object' then 0
-    when ${payload}->'type' = '"cascade"'::jsonb then ${sql.raw(String(CASCADE_CHANNELS_AFTER_FIRST))}
+/** `fallbacksOf` in SQL, over a jsonb payload column and the message's type column. */
+export function fallbackCountSql(payload: SQL, type: SQL): SQL {
+  return sql`(case when ${type} = 'cascade' then ${sql.raw(String(CASCADE_CHANNELS_AFTER_FIRST))}
     when jsonb_typeof(${payload}->'fallbacks') = 'array'
     then jsonb_array_length(${payload}->'fallbacks')
     when jsonb_typeof(${payload}->'fallback') = 'object' then 1 else 0 end)`;
@@ -135,7 +134,7 @@ export async function recordEvents(
     .for('update');
   if (!row) return undefined;
   const before = row.status as MessageStatus;
-  const fallbackCount = fallbacksOf(row.payload);
+  const fallbackCount = fallbacksOf(row.payload, row.type);
   // apply in event-time order, so the result does not depend on arrival order
   const sorted = [...events].sort((a, b) => a.at.getTime() - b.at.getTime());
   let after = before;

@@ -36,12 +36,12 @@ export const HookAnswer = z
   })
   .meta({ id: 'HookAnswer' });
 
+/** The provider's status webhook (docs/provider.md, "Callbacks"). */
 const DELIVERY_EXAMPLE = {
-  customerMessageId: 'order-42-shipped',
-  messageId: 'f3b0c2d4-6f0e-4c8e-9a55-0d7e4b8f2a10',
-  status: 'delivered',
-  timestamp: '2026-11-21T10:15:00.000Z',
-  channel: 'sms',
+  messageId: 'abc123def456',
+  deliverystatus: 'delivered',
+  timestamp: '2025-01-23T10:30:00Z',
+  cost: 0.05,
 };
 
 export function hookRoutes(deps: {
@@ -141,9 +141,9 @@ export function hookRoutes(deps: {
     method: 'post',
     path: '/hooks/delivery',
     tags: ['hooks'],
-    summary: 'Delivery callbacks from the provider, keyed by customerMessageId',
+    summary: 'Status callbacks from the provider, keyed by its messageId or your customerMessageId',
     description:
-      'The payload is undocumented by the provider, so any JSON or form body is accepted: one event or an array (also under `events`, `messages`, `results`, `data`), the message found by customerMessageId / cmid / messageId / msg_id / mid, the status by status / state / dlr_status / stat / event, vendor words mapped onto canonical statuses (configurable with DELIVERY_STATUS_MAP), unknown ones kept verbatim. Every raw body is kept; an event for a message not yet known is attached when it appears.',
+      "The provider's status webhook is `{messageId, deliverystatus, timestamp, cost}` (docs/provider.md); any other JSON or form body is read too: one event or an array (also under `events`, `messages`, `results`, `data`), the message found by customerMessageId / cmid / messageId / msg_id / mid, the status by deliverystatus / status / state / dlr_status / stat / event, the provider's words (scheduled, processing, delivered, undeliverable, permanenterror) and other vendors' mapped onto canonical statuses (extended with DELIVERY_STATUS_MAP), unknown ones kept verbatim; a record's extendedStatuses become per-channel timeline events. Every raw body is kept; an event for a message not yet known is attached when it appears.",
     request: {
       body: {
         content: {
@@ -162,18 +162,19 @@ export function hookRoutes(deps: {
     path: '/hooks/viber',
     tags: ['hooks'],
     summary: 'Incoming Viber messages',
-    description: 'Stored raw and listed at GET /v1/inbound (from, to, text, messageId, timestamp).',
+    description:
+      "The provider's shape is `{idUuid, alphaName, phoneNumber, text, dt}` (docs/provider.md); `{messageId, from, to, text, timestamp}` is read too. Stored raw, listed at GET /v1/inbound with the sender in E.164; a message the provider sends again (same idUuid) is stored once.",
     request: {
       body: {
         content: {
           'application/json': {
             schema: z.unknown(),
             example: {
-              messageId: 'v-1',
-              from: '+380501234567',
-              to: 'Acme',
-              text: 'STOP',
-              timestamp: '2026-11-21T10:15:00.000Z',
+              idUuid: '123e4567-e89b-12d3-a456-426614174000',
+              alphaName: 'ViberBotName',
+              phoneNumber: '380936670003',
+              text: 'Hello, I need help with my order',
+              dt: '2025-01-20T14:30:00.000Z',
             },
           },
         },
