@@ -313,17 +313,7 @@ function outcomesFrom(claimed: Claimed[], responses: NormalisedMessagelistRespon
     const k = indexOf(c, i);
     const answer = flat[k];
     if (answer === undefined) {
-      outcomes[i] = {
-        id: c.message_id,
-        outboxId: c.outbox_id,
-        role: c.role,
-        status: 'rejected',
-        providerMessageId: null,
-        messagelistId: null,
-        parts: null,
-        error: { code: 'NO_ANSWER', message: 'the provider answered without this message' },
-        text: null,
-      };
+      outcomes[i] = rejectedOutcome(c, NO_ANSWER);
     } else if (!answer.accepted && answer.error?.code === 'DUPLICATE_CUSTOMER_MESSAGE_ID') {
       // a resend after an interrupted dispatch: the provider has it already, under the id it
       // names (the condensed interface names it; the docs' answer does not, and then the
@@ -366,6 +356,8 @@ function outcomesFrom(claimed: Claimed[], responses: NormalisedMessagelistRespon
   }
   return outcomes;
 }
+
+const NO_ANSWER = { code: 'NO_ANSWER', message: 'the provider answered without this message' };
 
 function rejectedOutcome(c: Claimed, error: { code: string; message: string }): Outcome {
   return {
@@ -447,10 +439,7 @@ function roundParts(deps: DispatchDeps, claimed: Claimed[], payloads: string): R
         return group.rows.map((c, i): Outcome => {
           const r = results[i];
           if (!r) {
-            return rejectedOutcome(c, {
-              code: 'NO_ANSWER',
-              message: 'the provider answered without this message',
-            });
+            return rejectedOutcome(c, NO_ANSWER);
           }
           return {
             id: c.message_id,
