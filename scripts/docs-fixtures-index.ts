@@ -2,8 +2,9 @@
  * Writes test/provider/docs/INDEX.json: for each JSON example of the provider's public
  * documentation pages that the contract fixtures cover (every ```json block, and every
  * `curl ... -d '...'` body), the page, line, section and the fixture(s) copied from it; then
- * the fixtures copied from elsewhere (code samples, the published help site); then what was
- * judged not to be a concrete JSON example, and why.
+ * the pages with no JSON example at all, and why; the fixtures copied from elsewhere (code
+ * samples, the published help site); then what was judged not to be a concrete JSON example,
+ * and why.
  *
  * Reads the pages from a git mirror of smsbat/help at a fixed commit, and the fixtures'
  * `.meta.json` files. Before writing, it checks each fixture taken mechanically from a block
@@ -25,7 +26,7 @@ import { isDeepStrictEqual } from 'node:util';
 export const COMMIT = 'bc0d1145b40b581c623d4f573054d17eecf108f6';
 export const DEFAULT_MIRROR = '/work/.mirror/smsbat+help/repo';
 
-/** The pages the fixtures cover (docs/api/chathub is not one of them). */
+/** The pages the fixtures cover. */
 export const PAGES = [
   'docs/api/smsbat/index.md',
   'docs/api/smsbat/send-message.md',
@@ -38,6 +39,22 @@ export const PAGES = [
   'docs/api/cascade/send.md',
   'docs/api/cascade/message-types.md',
   'docs/api/cascade/variables.md',
+  'docs/api/chathub/index.md',
+  'docs/api/chathub/authentication.md',
+  'docs/api/chathub/organizations.md',
+  'docs/api/chathub/operators.md',
+  'docs/api/chathub/widget.md',
+] as const;
+
+/**
+ * Pages of PAGES with no JSON example at all (no ```json block, no curl body), and why: each
+ * must have none, and every other page must have some.
+ */
+export const NO_EXAMPLES = [
+  {
+    page: 'docs/api/chathub/widget.md',
+    why: 'an HTML script tag and JavaScript, Vue and TypeScript code: the one provider body it builds (get-token in "Server-Side Token Generation") is made from variables, and the JSON it answers is the reader\'s own server\'s',
+  },
 ] as const;
 
 /**
@@ -103,6 +120,38 @@ export const NOT_COPIED = [
       'docs/api/cascade/variables.md "Step 2", "Complete Example" (**Result:**, **Delivered Message:**) and the `// Result` part of each "Use Cases" block',
     what: 'the delivered text',
     why: 'what the provider delivers (with short URLs of its own), not a body; kept as docsResult in the meta of the message it belongs to',
+  },
+  {
+    where: 'docs/api/chathub/authentication.md "Implementation Examples" (Python, JavaScript, PHP)',
+    what: "get_company_token('login', 'password'), get_operator_token(operator_id=123, expires_days=30), validate_token(operator_token) and their JavaScript and PHP twins",
+    why: "bodies built by methods from arguments; expiresAt is computed from the clock (30 days ahead, past the 24-hour limit the same page states) and the token is the one just issued; the literal bodies of these calls are the page's curl bodies",
+  },
+  {
+    where:
+      'docs/api/chathub/authentication.md "Error Handling", "Token Validation", "HTTPS Only", "Rate Limiting"',
+    what: 'authenticateWithRetry, performSecureOperation, baseUrl, RateLimitedAuth',
+    why: 'no body',
+  },
+  {
+    where: 'docs/api/chathub/operators.md "Python", "PHP" (usage)',
+    what: "add_operators([{'organizationId': 24, 'name': 'John Doe'}, ...]), $manager->addOperators([['organizationId' => 24, ...], ...])",
+    why: 'the same two operators as the JavaScript usage (chathub/operators/js-usage-add-operators), in Python and PHP syntax',
+  },
+  {
+    where: 'docs/api/chathub/operators.md "Python", "JavaScript (Node.js)", "PHP"',
+    what: 'change_operator_status(104, 1), changeOperatorStatus(104, 0), ...',
+    why: 'bodies built from positional arguments; the same bodies, literal, are the curl bodies of "Example: Deactivate Operator" and "Example: Reactivate Operator"',
+  },
+  {
+    where:
+      'docs/api/chathub/operators.md "Common Use Cases", "Best Practices", "Duplicate Operators"',
+    what: 'onboardOperators, importOperatorsFromCSV, addOperatorsSafely, validateOperatorData, addUniqueOperators, ...',
+    why: 'bodies built by maps, loops and filters from data the page does not show, or no body',
+  },
+  {
+    where: 'docs/api/chathub/organizations.md "Implementation Examples" and below',
+    what: 'Python, JavaScript and PHP organization lookups; the `6: Customer Support` output',
+    why: "GET requests with no body; they read the list that is the page's json block; the output is plain text printed from it",
   },
 ] as const;
 
@@ -273,6 +322,15 @@ export function buildIndex(mirror: string, docsDir: string) {
       problems.push(`${name}: differs from ${s.file}:${s.line}`);
   }
 
+  const withBlocks = new Set(blocks.map((b) => b.page));
+  const without = new Set<string>(NO_EXAMPLES.map((n) => n.page));
+  for (const page of PAGES) {
+    if (!withBlocks.has(page) && !without.has(page))
+      problems.push(`${page} has no JSON example, and NO_EXAMPLES does not say why`);
+    if (withBlocks.has(page) && without.has(page))
+      problems.push(`${page} is in NO_EXAMPLES, but has JSON examples`);
+  }
+
   const entries = blocks.map((b) => {
     const fixtures = fixturesOf.get(key(b.page, b.line)) ?? [];
     if (fixtures.length === 0) problems.push(`${b.page}:${b.line} (${b.section}) has no fixture`);
@@ -285,6 +343,7 @@ export function buildIndex(mirror: string, docsDir: string) {
     commit: COMMIT,
     pages: PAGES,
     blocks: entries,
+    pagesWithoutExamples: NO_EXAMPLES,
     other,
     notCopied: NOT_COPIED,
   };

@@ -2,7 +2,8 @@
  * The chat operator client (the provider's chat operator API, at {chat_url}): a company token
  * from login and password, operator tokens that expire at most 24 hours ahead (checked before
  * anything is sent), token validation, the operator list (Bearer and `Accept: text/plain`, as
- * the provider requires for that call), synchronize, and status changes (0 active, 1 inactive,
+ * the provider requires for that call), the organization list (`Accept: text/plain`, as
+ * organizations.md requires), synchronize, and status changes (0 active, 1 inactive,
  * 2 deleted). 401 and 403 come back as `ProviderError`s of kind `unauthorized` and
  * `forbidden`.
  *
@@ -24,11 +25,15 @@ export const OperatorStatus = z.union([z.literal(0), z.literal(1), z.literal(2)]
 export type OperatorStatus = z.infer<typeof OperatorStatus>;
 export const OPERATOR_STATUS = { active: 0, inactive: 1, deleted: 2 } as const;
 
+/** An organization (organizations.md, "List Organizations"). */
+export const Organization = z.looseObject({ id: z.number().int(), name: z.string() });
+export type Organization = z.infer<typeof Organization>;
+
 export const Operator = z.looseObject({
   id: z.number().int(),
   name: z.string(),
   status: OperatorStatus,
-  organization: z.looseObject({ id: z.number().int(), name: z.string() }).optional(),
+  organization: Organization.optional(),
 });
 export type Operator = z.infer<typeof Operator>;
 
@@ -69,8 +74,8 @@ export interface ChatClient {
   listOperators(organizationId: number): Promise<Operator[]>;
   synchronizeOperators(operators: OperatorToSync[]): Promise<CreatedOperator[]>;
   setOperatorStatus(operatorId: number, status: OperatorStatus): Promise<void>;
-  /** GET /api/company/organization; the provider does not document its response. */
-  getOrganization(): Promise<unknown>;
+  /** GET /api/company/organization: the organizations the company token reaches. */
+  getOrganization(): Promise<Organization[]>;
 }
 
 /**
@@ -262,12 +267,15 @@ export function createChatClient(
       });
     },
     async getOrganization() {
-      const res = await withCompany({
+      const req: HttpRequest = {
         method: 'GET',
         path: '/api/company/organization',
         limitClass: 'chat',
-      });
-      return res.json ?? res.text;
+        // organizations.md ("Headers"): Accept: text/plain is required, as for the operators
+        headers: { Accept: 'text/plain' },
+      };
+      const res = await withCompany(req);
+      return parseBody(z.array(Organization), res.json, req, res.text);
     },
   };
 }

@@ -28,6 +28,7 @@ async function chatServer() {
   }> = [];
   let issued = 0;
   const operators = [{ id: 1, name: 'Ann', status: 0, organization: { id: 10, name: 'Acme' } }];
+  let organizations: () => unknown = () => [{ id: 10, name: 'Acme' }];
   const app = new Hono();
   app.use('*', async (c, next) => {
     const text = c.req.method === 'POST' ? await c.req.text() : '';
@@ -92,12 +93,23 @@ async function chatServer() {
     if (!companyAuth(c.req.header())) return c.body(null, 401);
     return c.body(null, 200);
   });
-  app.get('/api/company/organization', (c) =>
-    companyAuth(c.req.header()) ? c.json({ id: 10 }) : c.body(null, 401),
-  );
+  app.get('/api/company/organization', (c) => {
+    if (!companyAuth(c.req.header())) return c.body(null, 401);
+    // organizations.md: `[{id, name}]`, asked for with Accept: text/plain
+    if (c.req.header('accept') !== 'text/plain') return c.body(null, 406);
+    return c.text(JSON.stringify(organizations()));
+  });
   const s = await listen(app);
   servers.push(s);
-  return { url: s.url, seen, revokeAll: () => valid.clear(), issued: () => issued };
+  return {
+    url: s.url,
+    seen,
+    revokeAll: () => valid.clear(),
+    issued: () => issued,
+    answerOrganizations: (body: unknown) => {
+      organizations = () => body;
+    },
+  };
 }
 
 const NOW = Date.parse('2025-06-01T12:00:00Z');
@@ -130,7 +142,7 @@ describe('chat operator client', () => {
       clock,
       tokenHeader: 'x-authorization-key',
     });
-    expect(await chat.getOrganization()).toEqual({ id: 10 });
+    expect(await chat.getOrganization()).toEqual([{ id: 10, name: 'Acme' }]);
     expect(s.seen[1]?.headers['x-authorization-key']).toBe(JWT(1));
     expect(s.seen[1]?.headers.authorization).toBeUndefined();
   });
@@ -188,6 +200,21 @@ describe('chat operator client', () => {
     expect(list?.headers.authorization).toBe(`Bearer ${JWT(1)}`);
   });
 
+  it('lists organizations as organizations.md shows them, asking with Accept: text/plain', async () => {
+    const s = await chatServer();
+    const chat = createChatClient({ baseUrl: s.url, auth: creds, clock });
+    expect(await chat.getOrganization()).toEqual([{ id: 10, name: 'Acme' }]);
+    const asked = s.seen.find((r) => r.path === '/api/company/organization');
+    expect(asked?.headers.accept).toBe('text/plain');
+    expect(asked?.headers.authorization).toBe(`Bearer ${JWT(1)}`);
+    // anything but a list of {id, name} is not read as one
+    s.answerOrganizations({ id: 10 });
+    await expect(chat.getOrganization()).rejects.toMatchObject({
+      name: 'ProviderError',
+      kind: 'invalid_response',
+    });
+  });
+
   it('synchronizes operators, created with status 0', async () => {
     const s = await chatServer();
     const chat = createChatClient({ baseUrl: s.url, auth: creds, clock });
@@ -216,7 +243,7 @@ describe('chat operator client', () => {
     const chat = createChatClient({ baseUrl: s.url, auth: creds, clock });
     await chat.getOrganization();
     s.revokeAll();
-    expect(await chat.getOrganization()).toEqual({ id: 10 });
+    expect(await chat.getOrganization()).toEqual([{ id: 10, name: 'Acme' }]);
     expect(s.issued()).toBe(2);
   });
 

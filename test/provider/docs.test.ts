@@ -15,6 +15,10 @@
  * - cascade-request / cascade-response / variables-upload: the cascade validation and parse
  *   (src/provider/cascade.ts), and the sandbox's cascade endpoints;
  * - error-response: the clients reading it, and the sandbox answering in its shape;
+ * - chat-request (ChatHub, the chat operator API): POSTed to the sandbox's chat API under
+ *   /chat, set up as the meta's `sandbox` says (credentials, clock, operators), and read back;
+ * - chat-response: served by a local HTTP server to the chat operator client
+ *   (src/provider/chat.ts), asked as the meta's `asked` says, and read back;
  * - fragment: completed as its meta says, then run as the kind it is a fragment of.
  *
  * A fixture whose kind has no runner fails, so nothing is skipped silently. Regenerate
@@ -24,8 +28,9 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { eq } from 'drizzle-orm';
+import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildIndex, PAGES } from '../../scripts/docs-fixtures-index.ts';
+import { buildIndex, NO_EXAMPLES, PAGES } from '../../scripts/docs-fixtures-index.ts';
 import { messages } from '../../src/db/schema/index.ts';
 import { AppError } from '../../src/errors.ts';
 import { createLogger } from '../../src/logger.ts';
@@ -38,6 +43,7 @@ import {
   parseCascadeResponse,
   validateCascade,
 } from '../../src/provider/cascade.ts';
+import { type ChatClient, createChatClient } from '../../src/provider/chat.ts';
 import { createProviderClient } from '../../src/provider/client.ts';
 import { ProviderError } from '../../src/provider/http.ts';
 import {
@@ -50,6 +56,7 @@ import { createSandbox, type Sandbox } from '../../src/sandbox/app.ts';
 import { createManualClock } from '../../src/sandbox/clock.ts';
 import { buildTestApp, type Json, json, phone, readJson } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
+import { listen } from './helpers.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const DOCS = join(HERE, 'docs');
@@ -70,6 +77,8 @@ const KINDS = [
   'cascade-response',
   'variables-upload',
   'error-response',
+  'chat-request',
+  'chat-response',
   'fragment',
 ] as const;
 type Kind = (typeof KINDS)[number];
@@ -84,6 +93,29 @@ interface Meta {
   api?: 'messagelist' | 'cascade';
   /** the fixture (variables-upload) whose variables are uploaded before this one is sent */
   uploads?: string;
+  /** chat fixtures: the call, `METHOD /path` of the chat operator API */
+  endpoint?: string;
+  /** chat-request: the sandbox the body is sent to (see chatSandbox) */
+  sandbox?: ChatSetup;
+  /** chat-response: what the client is asked (see CHAT_CALLS) */
+  asked?: Json;
+  /** chat-response: the content type the local server answers with (default JSON) */
+  servedAs?: string;
+  fills?: { placeholder: string; value: string; in?: string }[];
+}
+
+/** How a chat-request fixture's sandbox is set up before its body is sent. */
+interface ChatSetup {
+  /** the sandbox's credentials (login and password for POST /api/company/get-token) */
+  credentials?: { login: string; password: string };
+  /** the sandbox clock (default CHAT_NOW) */
+  now?: string;
+  /** how many operators exist first (ids 1..n, created by one synchronize) */
+  operators?: number;
+  /** status moves made first, operator id -> status */
+  statuses?: Record<string, number>;
+  /** an operator token issued first, the value of the `$operatorToken` fills made at run time */
+  operatorToken?: { id: number; expiresAt: string };
 }
 
 interface Fixture {
@@ -370,6 +402,95 @@ async function runErrorResponse(f: Fixture, body: Json): Promise<void> {
   );
 }
 
+// ChatHub: the chat operator client reads each documented answer, served over HTTP
+
+const COMPANY_TOKEN = 'company-token';
+/** The clock of chat fixtures whose meta names no time (any time does for them). */
+const CHAT_NOW = '2025-01-24T12:00:00Z';
+const COMPANY_LOGIN = '/api/company/get-token';
+
+/** What the client is asked, by endpoint, with the meta's `asked`. */
+const CHAT_CALLS: Record<string, (chat: ChatClient, asked: Json) => Promise<unknown>> = {
+  [`POST ${COMPANY_LOGIN}`]: (chat) => chat.companyToken(),
+  'POST /api/operator/get-token': (chat, a) => chat.getOperatorToken(a.id, a.expiresAt),
+  'POST /api/operator/validate-token': (chat, a) => chat.validateToken(a.token),
+  'GET /api/operator': (chat, a) => chat.listOperators(a.organizationId),
+  'POST /api/operator/synchronize': (chat, a) => chat.synchronizeOperators(a.operators),
+  'GET /api/company/organization': (chat) => chat.getOrganization(),
+};
+
+const endpointOf = (f: Fixture): [method: string, path: string] => {
+  const [method, path] = (f.meta.endpoint ?? '').split(' ');
+  if (!method || !path) throw new Error(`${f.id}: a chat fixture names its endpoint`);
+  return [method, path];
+};
+
+async function runChatResponse(f: Fixture, body: Json): Promise<void> {
+  const [method, path] = endpointOf(f);
+  const call = CHAT_CALLS[f.meta.endpoint!];
+  if (!call) throw new Error(`${f.id}: no client call for ${f.meta.endpoint}`);
+  const seen: { method: string; path: string; headers: Record<string, string>; body: unknown }[] =
+    [];
+  const app = new Hono();
+  app.all('*', async (c) => {
+    const text = await c.req.text();
+    seen.push({
+      method: c.req.method,
+      path: c.req.path,
+      headers: c.req.header(),
+      body: text === '' ? undefined : JSON.parse(text),
+    });
+    if (c.req.method !== method || c.req.path !== path) return c.body(null, 404);
+    const h = c.req.header();
+    const token = h.authorization?.replace(/^Bearer /, '') ?? h['x-authorization-key'];
+    if (path !== COMPANY_LOGIN && token !== COMPANY_TOKEN) return c.body(null, 401);
+    return c.body(JSON.stringify(body), 200, {
+      'content-type': f.meta.servedAs ?? 'application/json; charset=utf-8',
+    });
+  });
+  const server = await listen(app);
+  try {
+    const asked = f.meta.asked ?? {};
+    const now = Date.parse(asked.now ?? CHAT_NOW);
+    const chat = createChatClient({
+      baseUrl: server.url,
+      auth:
+        path === COMPANY_LOGIN
+          ? { login: asked.login, password: asked.password }
+          : { companyToken: COMPANY_TOKEN },
+      clock: { now: () => now },
+      ...noRetry,
+    });
+    const read = await call(chat, asked).then(
+      (value) => ({ ok: true as const, value }),
+      (error: unknown) => ({ ok: false as const, error }),
+    );
+    if (f.expected.ok === false) {
+      expect(read.ok, `${f.id}: refused`).toBe(false);
+      const err = (read as { error: { code?: string; kind?: string } }).error;
+      expect([f.expected.code].flat()).toContain(err.code ?? err.kind);
+      expectExplained(f);
+      return;
+    }
+    expect(read.ok ? undefined : read.error, `${f.id}: read`).toBeUndefined();
+    expect((read as { value: unknown }).value, `${f.id}: as the client reads it`).toEqual(
+      f.expected.read,
+    );
+    const asks = seen.filter((r) => r.method === method && r.path === path);
+    expect(asks, `${f.id}: one ${f.meta.endpoint}`).toHaveLength(1);
+    if (f.expected.sent !== undefined) {
+      expect(asks[0]!.body, `${f.id}: the body the client sends`).toEqual(f.expected.sent);
+    }
+    for (const [name, value] of Object.entries((f.expected.headers ?? {}) as object)) {
+      expect(asks[0]!.headers[name], `${f.id}: header ${name}`).toBe(
+        String(value).replace('{company-token}', COMPANY_TOKEN),
+      );
+    }
+  } finally {
+    await server.close();
+  }
+}
+
 type Runner = (f: Fixture, body: Json) => void | Promise<void>;
 
 /** Fixtures the HTTP section registered a case for (filled while tests are collected). */
@@ -389,6 +510,11 @@ const RUNNERS: Record<string, Runner> = {
   'cascade-response': runCascadeResponse,
   'variables-upload': runVariablesUpload,
   'error-response': runErrorResponse,
+  // the sandbox's chat API is what meets a request: the HTTP cases below run it
+  'chat-request': (f) => {
+    expect(HTTP_CASES, `${f.id}: an HTTP case runs it`).toContain(f.id);
+  },
+  'chat-response': runChatResponse,
 };
 
 function runnerFor(kind: string): Runner {
@@ -442,10 +568,14 @@ describe('docs fixtures index', () => {
     expect([...names].sort()).toEqual(fixtures.map((f) => f.id).sort());
   });
 
-  it('every block of the pages has a fixture', () => {
+  it('every block of the pages has a fixture; a page without blocks says why', () => {
     const blocks = index.blocks as { page: string; line: number; fixtures: string[] }[];
     for (const b of blocks) expect(b.fixtures.length, `${b.page}:${b.line}`).toBeGreaterThan(0);
-    expect([...new Set(blocks.map((b) => b.page))].sort()).toEqual([...PAGES].sort());
+    const without = (index.pagesWithoutExamples as { page: string; why: string }[]).map(
+      (p) => p.page,
+    );
+    expect(without).toEqual(NO_EXAMPLES.map((p) => p.page));
+    expect([...new Set(blocks.map((b) => b.page)), ...without].sort()).toEqual([...PAGES].sort());
   });
 
   it.skipIf(!existsSync(MIRROR))(
@@ -681,6 +811,140 @@ describe('docs fixtures in the sandbox', () => {
       const shown = Object.keys(f.body.error as object);
       for (const key of Object.keys(answer.error)) expect(shown).toContain(key);
       expect(Object.keys(f.body)).toEqual(['error']);
+    });
+  }
+});
+
+// ---------------------------------------------------------------------------------------
+// The sandbox's chat API (ChatHub, under /chat): takes every documented request
+
+describe("docs fixtures in the sandbox's chat API", () => {
+  /** organizations.md's list: the sandbox's organizations for every chat fixture */
+  const ORGANIZATIONS = byId.get('chathub/organizations/list-response')?.body as {
+    id: number;
+    name: string;
+  }[];
+  /** operators.md's operators are in organization 24: so are the ones made beforehand */
+  const OPERATORS_ORG = 24;
+  let sandbox: Sandbox | undefined;
+  afterAll(async () => {
+    await sandbox?.close();
+  });
+
+  /** A fresh sandbox set up as a fixture's meta says, over its own chat API. */
+  async function chatSandbox(setup: ChatSetup) {
+    await sandbox?.close();
+    sandbox = createSandbox({
+      clock: createManualClock(Date.parse(setup.now ?? CHAT_NOW)),
+      organizations: ORGANIZATIONS,
+      ...(setup.credentials && { credentials: setup.credentials }),
+    });
+    const s = sandbox;
+    const call = (method: string, path: string, body?: unknown, headers = {}) =>
+      s.app.request(`/chat${path}`, {
+        method,
+        headers: { 'content-type': 'application/json', ...headers },
+        ...(body !== undefined && { body: JSON.stringify(body) }),
+      });
+    // a company token, from the sandbox's own login and password
+    const login = await call('POST', COMPANY_LOGIN, {
+      login: s.credentials.login,
+      password: s.credentials.password,
+    });
+    expect(login.status).toBe(200);
+    const auth = { Authorization: `Bearer ${await readJson(login)}` };
+    const n = setup.operators ?? 0;
+    if (n > 0) {
+      const made = await call(
+        'POST',
+        '/api/operator/synchronize',
+        Array.from({ length: n }, (_, i) => ({
+          organizationId: OPERATORS_ORG,
+          name: `Operator ${i + 1}`,
+        })),
+        auth,
+      );
+      expect(made.status).toBe(200);
+      expect((await readJson(made)).map((o: Json) => o.id)).toEqual(
+        Array.from({ length: n }, (_, i) => i + 1),
+      );
+    }
+    for (const [id, status] of Object.entries(setup.statuses ?? {})) {
+      const moved = await call('POST', '/api/operator/status', { id: Number(id), status }, auth);
+      expect(moved.status).toBe(200);
+    }
+    let operatorToken: string | undefined;
+    if (setup.operatorToken) {
+      const issued = await call('POST', '/api/operator/get-token', setup.operatorToken, auth);
+      expect(issued.status).toBe(200);
+      operatorToken = await readJson(issued);
+    }
+    const operator = async (id: number): Promise<Json> => {
+      const list = await call('GET', `/api/operator?organizationId=${OPERATORS_ORG}`, undefined, {
+        ...auth,
+        Accept: 'text/plain',
+      });
+      expect(list.status).toBe(200);
+      return ((await readJson(list)) as Json[]).find((o) => o.id === id);
+    };
+    return { call, auth, operatorToken, operator };
+  }
+
+  /** The sandbox's answer against the expected file: as a JWT, empty, equal or matching. */
+  function expectAnswer(f: Fixture, text: string, e: Json): void {
+    if (e.answerIs === 'jwt') {
+      expect(JSON.parse(text), `${f.id}: a JSON string holding a JWT`).toMatch(
+        /^[\w-]+\.[\w-]+\.[\w-]+$/,
+      );
+    }
+    if (e.answerIs === 'empty') expect(text, `${f.id}: no body`).toBe('');
+    if (e.answer !== undefined) expect(JSON.parse(text)).toEqual(e.answer);
+    if (e.answerMatches !== undefined) expect(JSON.parse(text)).toMatchObject(e.answerMatches);
+  }
+
+  /** The body with the meta's run-time fills made (`$operatorToken`: the token issued first). */
+  function filledAtRun(f: Fixture, operatorToken: string | undefined): Json {
+    let text = JSON.stringify(f.body);
+    for (const fill of (f.meta.fills ?? []).filter((x) => x.in === 'run')) {
+      expect(fill.value, `${f.id}: a run-time fill names what it takes`).toBe('$operatorToken');
+      expect(operatorToken, `${f.id}: meta.sandbox.operatorToken`).toBeDefined();
+      text = text.split(fill.placeholder).join(operatorToken!);
+    }
+    return JSON.parse(text);
+  }
+
+  for (const f of ofKind('chat-request')) {
+    HTTP_CASES.add(f.id);
+    it(`${f.id}: ${f.meta.endpoint} under /chat`, async () => {
+      const [method, path] = endpointOf(f);
+      const setup = f.meta.sandbox ?? {};
+      const env = await chatSandbox(setup);
+      const headers = path === COMPANY_LOGIN ? {} : env.auth;
+      const res = await env.call(method, path, f.body, headers);
+      const text = await res.text();
+      const e = f.expected;
+      if (e.ok === false) {
+        expect(res.status, text).toBeGreaterThanOrEqual(400);
+        expect([e.code].flat()).toContain(JSON.parse(text).error);
+        expectExplained(f);
+        return;
+      }
+      expect(res.status, text).toBe(e.httpStatus);
+      expectAnswer(f, text, e);
+      if (e.operatorAfter) {
+        expect(await env.operator(e.operatorAfter.id)).toMatchObject(e.operatorAfter);
+      }
+      if (e.filled) {
+        const again = await env.call(method, path, filledAtRun(f, env.operatorToken), headers);
+        const filledText = await again.text();
+        expect(again.status, filledText).toBe(e.httpStatus);
+        expectAnswer(f, filledText, e.filled);
+      }
+      if (path === COMPANY_LOGIN && setup.credentials) {
+        // the pair is checked, not taken whatever it is: the default pair's sandbox refuses it
+        const other = await chatSandbox({});
+        expect((await other.call(method, path, f.body)).status).toBe(401);
+      }
     });
   }
 });
