@@ -19,7 +19,7 @@ import type { Logger } from '../logger.ts';
 import type { CascadeResult, EndpointCascadeMessageInput } from '../provider/cascade.ts';
 import type { Message, NormalisedMessagelistResponse } from '../provider/message.ts';
 import { type CascadeEndpoint, type StoredCascade, toCascadeWire } from './cascade.ts';
-import { rankSql } from './timeline.ts';
+import { nextStatusSql } from './status.ts';
 
 /** The part of the cascade client the dispatcher needs. */
 export interface CascadeSender {
@@ -257,10 +257,7 @@ async function recordOutcomes(tx: Tx, outcomes: Outcome[], now: Date): Promise<v
         messagelist_id = coalesce(v.l, m.messagelist_id),
         parts = coalesce(v.n, m.parts),
         error = coalesce(v.e, m.error),
-        status = case
-          when m.status in ('read', 'rejected', 'failed', 'expired') then m.status
-          when ${rankSql('v.s')} > ${rankSql('m.status')} then v.s
-          else m.status end,
+        status = ${nextStatusSql(sql`m.status`, sql`v.s`)},
         updated_at = ${at}::timestamptz
       from jsonb_to_recordset(${`[${rows.join(',')}]`}::jsonb)
         as v(i uuid, o bigint, s text, p text, l bigint, n int, e jsonb, d jsonb)

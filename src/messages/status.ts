@@ -6,6 +6,7 @@
  * @example
  * nextStatus('delivered', 'sent') // 'delivered' (a late `sent` never overwrites it)
  */
+import { type SQL, sql } from 'drizzle-orm';
 import { z } from 'zod';
 
 export const MESSAGE_STATUSES = [
@@ -55,3 +56,22 @@ export function nextStatus(current: MessageStatus, incoming: string): MessageSta
   if ((current === 'delivered' || current === 'read') && RANK[incoming] >= 10) return current;
   return RANK[incoming] > RANK[current] ? incoming : current;
 }
+
+/**
+ * `nextStatus` in SQL, written from `nextStatus` itself: the (current, incoming) pairs where
+ * the incoming status wins, as one row-value list, so the two cannot disagree (a test runs
+ * every pair through both). For set-based updates of many messages (the dispatcher's answers).
+ *
+ * @example
+ * sql`update messages set status = ${nextStatusSql(sql`status`, sql`v.s`)} ...`
+ */
+export function nextStatusSql(current: SQL, incoming: SQL): SQL {
+  return sql`(case when (${current}, ${incoming}) in (${sql.raw(WINNING_PAIRS)}) then ${incoming}
+    else ${current} end)`;
+}
+
+const WINNING_PAIRS = MESSAGE_STATUSES.flatMap((current) =>
+  MESSAGE_STATUSES.filter(
+    (incoming) => incoming !== current && nextStatus(current, incoming) === incoming,
+  ).map((incoming) => `('${current}', '${incoming}')`),
+).join(', ');

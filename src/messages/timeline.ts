@@ -169,12 +169,6 @@ export async function recordEvents(
   };
 }
 
-/** SQL for a status's rank, mirroring status.ts, for set-based updates of many rows. */
-export function rankSql(column: SQL | string): SQL {
-  const col = typeof column === 'string' ? sql.raw(column) : column;
-  return sql`(case ${col} when 'queued' then 0 when 'accepted' then 1 when 'sent' then 2 when 'delivered' then 3 when 'read' then 4 when 'rejected' then 10 when 'failed' then 10 when 'expired' then 10 else -1 end)`;
-}
-
 /** Current status of a message (for tests and the call runtime). */
 export async function statusOf(db: Queryable, messageId: string): Promise<string | undefined> {
   const [row] = await db
