@@ -58,20 +58,28 @@ export function nextStatus(current: MessageStatus, incoming: string): MessageSta
 }
 
 /**
- * `nextStatus` in SQL, written from `nextStatus` itself: the (current, incoming) pairs where
- * the incoming status wins, as one row-value list, so the two cannot disagree (a test runs
- * every pair through both). For set-based updates of many messages (the dispatcher's answers).
+ * `nextStatus` in SQL, written from `nextStatus` itself: for each current status, the
+ * incoming statuses that win over it, so the two cannot disagree (a test runs every pair
+ * through both). For set-based updates of many messages (the dispatcher's answers): one
+ * comparison picks the current status's branch, one short list decides.
  *
  * @example
  * sql`update messages set status = ${nextStatusSql(sql`status`, sql`v.s`)} ...`
  */
 export function nextStatusSql(current: SQL, incoming: SQL): SQL {
-  return sql`(case when (${current}, ${incoming}) in (${sql.raw(WINNING_PAIRS)}) then ${incoming}
-    else ${current} end)`;
+  const branches = WINNERS.map(
+    ([from, wins]) =>
+      sql`when ${sql.raw(`'${from}'`)} then (case when ${incoming} in (${sql.raw(wins)}) then ${incoming} else ${current} end)`,
+  );
+  return sql`(case ${current} ${sql.join(branches, sql` `)} else ${current} end)`;
 }
 
-const WINNING_PAIRS = MESSAGE_STATUSES.flatMap((current) =>
-  MESSAGE_STATUSES.filter(
+/** Per current status, the incoming statuses that replace it, as SQL literals. */
+const WINNERS: Array<[MessageStatus, string]> = MESSAGE_STATUSES.flatMap((current) => {
+  const wins = MESSAGE_STATUSES.filter(
     (incoming) => incoming !== current && nextStatus(current, incoming) === incoming,
-  ).map((incoming) => `('${current}', '${incoming}')`),
-).join(', ');
+  );
+  return wins.length === 0
+    ? []
+    : [[current, wins.map((w) => `'${w}'`).join(', ')] as [MessageStatus, string]];
+});
