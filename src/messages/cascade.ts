@@ -15,11 +15,9 @@ import { z } from 'zod';
 import type { ErrorDetail } from '../errors.ts';
 import {
   CASCADE_PATHS,
-  type CascadeMessage,
   checkCascade,
   type EndpointCascadeMessage,
   type EndpointCascadeMessageInput,
-  isCondensed,
 } from '../provider/cascade.ts';
 
 export type CascadeEndpoint = keyof typeof CASCADE_PATHS;
@@ -56,8 +54,8 @@ export type CascadeCheck =
 
 /**
  * Checks a `type: "cascade"` message and answers it in the stored form; detail paths name
- * Switchboard's fields (`to`, not `toPhone`). `id` is left empty here: the customerMessageId
- * is given when the message is stored.
+ * Switchboard's fields (`to`, not `toPhone`). Without a customerMessageId the `id` is a
+ * placeholder: the one given when the message is stored replaces it.
  */
 export function validateCascadeInput(input: Record<string, unknown>): CascadeCheck {
   const shape = Shape.safeParse(input);
@@ -88,13 +86,9 @@ export function validateCascadeInput(input: Record<string, unknown>): CascadeChe
       })),
     };
   }
-  const message = checked.messages[0] as CascadeMessage;
-  if (isCondensed(message)) {
-    // cannot happen: the form is told by toPhone, which the mapping always writes
-    return { ok: false, details: [{ path: 'to', code: 'REQUIRED', message: 'to is required' }] };
-  }
+  // the endpoint's form: the mapping always writes toPhone, which tells the form apart
+  const message = checked.messages[0] as EndpointCascadeMessage;
   const stored: StoredCascade = { type: 'cascade', ...message };
-  if (input.customerMessageId === undefined) stored.id = '';
   if (shape.data.endpoint !== undefined) stored.endpoint = shape.data.endpoint;
   return { ok: true, message: stored };
 }

@@ -12,6 +12,7 @@ import { type Db, rowsOf, type Tx } from '../db/client.ts';
 import { inboundMessages, inbox, messages, pendingEvents } from '../db/schema/index.ts';
 import { uuidv7 } from '../ids.ts';
 import { dropErasedEvents } from '../privacy/erased.ts';
+import { isPhoneShape } from '../provider/message.ts';
 import {
   type DeliveryEvent,
   parseDeliveryBody,
@@ -339,7 +340,7 @@ export function senderE164(from: string | number): string {
     : digits.startsWith('00')
       ? `+${digits.slice(2)}`
       : `+${digits}`;
-  if (/^\+[0-9]{7,15}$/.test(candidate)) {
+  if (isPhoneShape(candidate)) {
     const phone = parsePhoneNumberFromString(candidate);
     if (phone?.isPossible()) return phone.number;
     return candidate;

@@ -96,7 +96,11 @@ function checkOne(input: unknown, opts: SubmitOptions, now: Date): Checked {
       type: 'cascade',
       from: m.fromName,
       to: m.toPhone,
-      customerMessageId: m.id === '' ? undefined : m.id,
+      // given, it passed the cascade's id rules; absent, the id is a placeholder
+      customerMessageId:
+        typeof (input as { customerMessageId?: unknown }).customerMessageId === 'string'
+          ? m.id
+          : undefined,
       parts: null,
       expiresAt: new Date(Math.max(start, now.getTime()) + (m.ttl ?? lifetime) * 1000),
       payload: (customerMessageId) => ({ ...m, id: customerMessageId }),

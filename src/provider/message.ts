@@ -113,8 +113,16 @@ function missing(field: string) {
 
 const ALPHA_SENDER = /^[A-Za-z0-9]{1,11}$/;
 
-/** A numeric sender written as E.164: `+` and 7 to 15 digits (a two-way SMS number). */
+/** A phone number written as E.164: `+` and 7 to 15 digits (a two-way SMS number, say). */
 const NUMERIC_SENDER = /^\+[0-9]{7,15}$/;
+
+/**
+ * A phone number by its shape alone, `+` and 7 to 15 digits: for numbers the provider writes
+ * that no numbering plan need know (senders, caller ids).
+ */
+export function isPhoneShape(value: string): boolean {
+  return NUMERIC_SENDER.test(value);
+}
 
 /**
  * The SMS sender rule: up to 11 ASCII letters or digits with no spaces or special

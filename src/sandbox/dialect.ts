@@ -62,18 +62,6 @@ export function docsWord(status: MessageStatus): DocsStatus {
 }
 
 /**
- * The channel a message type travels on, as the docs name it in `extendedStatuses`
- * (status.md: `viber`, `sms`); rcs, flashcall and speechcall by the same rule.
- */
-export function channelKey(type: string): 'sms' | 'viber' | 'rcs' | 'flashcall' | 'speechcall' {
-  if (type === 'sms') return 'sms';
-  if (type === 'rcs') return 'rcs';
-  if (type === 'speechcall') return 'speechcall';
-  if (type.startsWith('flashcall')) return 'flashcall';
-  return 'viber';
-}
-
-/**
  * The type as the compact dialect names it: the condensed interface calls the transactional
  * Viber type `viber_service` (the docs' `viber_trans`).
  */
@@ -98,9 +86,6 @@ export const SANDBOX_CURRENCY = 'USD';
 export function costOf(parts: number): number {
   return Math.round(SANDBOX_RATE * parts * 10_000) / 10_000;
 }
-
-/** flashcall.md, "Parameters" (ttl: "default: 60"): a flash call's ttl when the request gives none. */
-export const FLASHCALL_DEFAULT_TTL = 60;
 
 /**
  * The pattern the docs answer for a caller id: asterisks, then the number's last 6 digits

@@ -45,7 +45,6 @@ import {
   DEFAULT_DIALECT,
   type DocsStatus,
   docsType,
-  FLASHCALL_DEFAULT_TTL,
   flashPattern,
   type SandboxDialect,
 } from './dialect.ts';
@@ -77,9 +76,11 @@ export const FALLBACK_TTL_SECONDS = 86_400;
 export const MessageStatus = z.enum(['accepted', 'sent', 'delivered', 'read', 'failed', 'expired']);
 export type MessageStatus = z.infer<typeof MessageStatus>;
 
-/** The channel a message type travels on, as named in callbacks. */
-export function channelOf(type: MessageType): 'sms' | 'viber' | 'rcs' | 'flashcall' | 'speechcall' {
-  const t: string = type;
+/**
+ * The channel a message type travels on, as callbacks name it and as the docs name it in a
+ * status record's `extendedStatuses` (status.md: `viber`, `sms`).
+ */
+export function channelOf(t: string): 'sms' | 'viber' | 'rcs' | 'flashcall' | 'speechcall' {
   if (t === 'sms') return 'sms';
   if (t === 'speechcall') return 'speechcall';
   if (t === 'rcs') return 'rcs';
@@ -721,7 +722,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
       const callerId = given ?? sandboxCallerId(code ?? message.text ?? '');
       item.callerId = callerId;
       item.pattern = flashPattern(callerId);
-      item.ttl = message.ttl ?? FLASHCALL_DEFAULT_TTL;
+      item.ttl = message.ttl ?? DEFAULT_TTL_SECONDS.flashcall;
     }
     return item;
   }

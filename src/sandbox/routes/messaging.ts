@@ -9,7 +9,6 @@ import { checkMessagingAuth } from '../auth.ts';
 import type { SandboxContext } from '../context.ts';
 import {
   type ChannelWord,
-  channelKey,
   compactType,
   costOf,
   docsType,
@@ -19,7 +18,7 @@ import {
   type SandboxDialect,
 } from '../dialect.ts';
 import { authHeaders, providerError, rateLimit, readJson } from '../http.ts';
-import type { SandboxMessage } from '../messages.ts';
+import { channelOf, type SandboxMessage } from '../messages.ts';
 
 /** Refuses a request without valid messaging credentials (401). */
 export function messagingAuth(ctx: SandboxContext): MiddlewareHandler {
@@ -109,10 +108,10 @@ export function docsStatusRecord(
   });
   // one key per channel; two fallbacks on one channel: the one tried last says
   const extendedStatuses: Record<string, ChannelWord> = {
-    [channelKey(m.type)]: docsWord(m.status),
+    [channelOf(m.type)]: docsWord(m.status),
   };
   for (const f of fallbacks) {
-    const key = channelKey(f.type);
+    const key = channelOf(f.type);
     if (f.status !== 'not_used' || extendedStatuses[key] === undefined) {
       extendedStatuses[key] = f.status;
     }
