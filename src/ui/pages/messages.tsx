@@ -43,7 +43,8 @@ export const MessageSearch: FC<{ q: MessageQuery }> = ({ q }) => (
         <input id="msg-type" name="type" value={q.type ?? ''} list="msg-types" placeholder="sms" />
       </Field>
       <datalist id="msg-types">
-        {MESSAGE_TYPES.map((t) => (
+        {/* cascade messages are stored with their own type */}
+        {[...MESSAGE_TYPES, 'cascade'].map((t) => (
           <option value={t} />
         ))}
       </datalist>
