@@ -70,7 +70,11 @@ describe('Postgres restarted under load', () => {
         // a crash: no checkpoint, no goodbye to the clients, recovery at the next start
         pg.stop('immediate');
         const downAt = performance.now();
-        await sleep(2000);
+        // down until a callback sent after the crash has had its answer (requests in flight at
+        // the crash may take a while to fail on a loaded machine), for at most 15 s
+        const answeredWhileDown = () => sent.some((s) => s.sentAt >= downAt);
+        for (const until = downAt + 15_000; !answeredWhileDown() && performance.now() < until; )
+          await sleep(25);
         const readyWhileDown = await fetch(`${server.url}/readyz`);
         expect(readyWhileDown.status).toBe(503);
         pg.start();
