@@ -10,7 +10,7 @@ import { groupCommit } from '../db/group-commit.ts';
 import { callTimers, inbox, messages } from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
 import { type TokenSecret, verifyNodeToken } from '../flows/index.ts';
-import { dedupKey, type RawCallback, storable } from '../messages/ingest.ts';
+import { dedupKey, type RawCallback, storable } from '../messages/inbox.ts';
 import type { RecordResult } from '../messages/timeline.ts';
 import {
   applyKey,

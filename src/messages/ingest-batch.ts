@@ -23,15 +23,8 @@ import { isUniqueViolation } from '../db/errors.ts';
 import { groupCommit } from '../db/group-commit.ts';
 import { erasedFilter, forgetDropped } from '../privacy/erased.ts';
 import { type DeliveryEvent, parseDeliveryBody } from './delivery-parse.ts';
-import {
-  dedupKey,
-  type IngestDeps,
-  type IngestResult,
-  ingestDelivery,
-  type RawCallback,
-  storable,
-  toNewEvent,
-} from './ingest.ts';
+import { dedupKey, type RawCallback, storable } from './inbox.ts';
+import { type IngestDeps, type IngestResult, ingestDelivery, toNewEvent } from './ingest.ts';
 import type { MessageStatus } from './status.ts';
 import { needsStatusCheck, queueStatusChecks } from './status-checks.ts';
 import { eventDetail, fallbackCountSql, type NewEvent, statusAfter } from './timeline.ts';

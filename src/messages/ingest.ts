@@ -4,29 +4,15 @@
  * conflicts on the inbox's dedup key and changes nothing. Events for messages not known yet
  * wait in `pending_events` and are attached when the message appears (`attachPending`).
  */
-import { createHash } from 'node:crypto';
-import { and, desc, eq, gte, inArray, lt, or, type SQL, sql } from 'drizzle-orm';
-import { parsePhoneNumberFromString } from 'libphonenumber-js';
+import { eq, inArray, or, type SQL, sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
 import { type Db, rowsOf, type Tx } from '../db/client.ts';
-import { inboundMessages, inbox, messages, pendingEvents } from '../db/schema/index.ts';
-import { uuidv7 } from '../ids.ts';
+import { inbox, messages, pendingEvents } from '../db/schema/index.ts';
 import { dropErasedEvents } from '../privacy/erased.ts';
-import { isPhoneShape } from '../provider/message.ts';
-import {
-  type DeliveryEvent,
-  parseDeliveryBody,
-  parseEventTime,
-  type StatusMap,
-} from './delivery-parse.ts';
-import { decodeCursor, encodeCursor } from './read.ts';
+import { type DeliveryEvent, parseDeliveryBody, type StatusMap } from './delivery-parse.ts';
+import { type RawCallback, storable, storeRaw } from './inbox.ts';
 import { needsStatusCheck, queueStatusChecks } from './status-checks.ts';
 import { type NewEvent, type RecordResult, recordEvents } from './timeline.ts';
-
-export interface RawCallback {
-  contentType: string | undefined;
-  body: string;
-}
 
 /**
  * Something else that must happen in the same transaction when a message's status moves:
@@ -51,81 +37,6 @@ export interface IngestResult {
   /** events about erased messages (DELETE /v1/subjects), acknowledged and not kept */
   dropped?: number;
   problems: string[];
-}
-
-/** The inbox's dedup key: the kind and the exact bytes of the body. */
-export function dedupKey(kind: string, body: string): string {
-  return createHash('sha256').update(kind).update('\n').update(body).digest('hex');
-}
-
-// U+0000, and UTF-16 surrogates without their pair
-// biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 is exactly what it looks for
-const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
-
-/**
- * Postgres cannot store U+0000 in text or jsonb, nor a lone surrogate (`"\ud800"`, valid JSON)
- * in jsonb: a body or a parsed value carrying one would fail its insert (a 500, and the
- * callback never stored). Each is kept as U+FFFD instead. Only strings, arrays and plain
- * objects are rebuilt (dates and numbers pass through).
- *
- * @example
- * storable({ text: 'a\u0000b' }); // { text: 'a\uFFFDb' }
- */
-export function storable<T>(value: T): T {
-  if (typeof value === 'string') return value.replace(UNSTORABLE, '\uFFFD') as T;
-  // arrays and objects are rebuilt only when something in them changes (nearly never: this
-  // runs over every callback), so a clean value comes back as it is
-  if (Array.isArray(value)) {
-    let out: unknown[] | undefined;
-    for (let i = 0; i < value.length; i++) {
-      const v = storable(value[i]);
-      if (v === value[i]) continue;
-      out ??= value.slice();
-      out[i] = v;
-    }
-    return (out ?? value) as T;
-  }
-  if (
-    value !== null &&
-    typeof value === 'object' &&
-    Object.getPrototypeOf(value) === Object.prototype
-  ) {
-    const o = value as Record<string, unknown>;
-    const keys = Object.keys(o);
-    let entries: [string, unknown][] | undefined;
-    for (let i = 0; i < keys.length; i++) {
-      const k = keys[i]!;
-      const sk = storable(k);
-      const sv = storable(o[k]);
-      if (!entries && (sk !== k || sv !== o[k]))
-        entries = keys.slice(0, i).map((j) => [j, o[j]] as [string, unknown]);
-      entries?.push([sk, sv]);
-    }
-    // fromEntries, not assignment: a "__proto__" key stays an own key, as JSON.parse made it
-    return (entries ? Object.fromEntries(entries) : value) as T;
-  }
-  return value;
-}
-
-/** Stores the raw body; undefined when the very same body was stored before. */
-export async function storeRaw(
-  tx: Tx,
-  kind: 'delivery' | 'viber' | 'speechcall',
-  raw: RawCallback,
-  now: Date,
-): Promise<number | undefined> {
-  const [row] = await tx
-    .insert(inbox)
-    .values({
-      kind,
-      dedupKey: dedupKey(kind, raw.body),
-      contentType: raw.contentType == null ? null : storable(raw.contentType),
-      body: storable(raw.body),
-      receivedAt: now,
-    })
-    .onConflictDoNothing({ target: inbox.dedupKey })
-    .returning({ id: inbox.id });
-  return row?.id;
 }
 
 /**
@@ -311,151 +222,4 @@ export async function attachPending(deps: IngestDeps, limit = 500): Promise<numb
     }
     return rows.length;
   });
-}
-
-// ---------------------------------------------------------------------------------------
-// Incoming Viber messages
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-function field(o: Obj, ...paths: string[][]): unknown {
-  for (const path of paths) {
-    let v: unknown = o;
-    for (const k of path) v = isObj(v) ? v[k] : undefined;
-    if (v !== undefined && v !== null && v !== '') return v;
-  }
-  return undefined;
-}
-
-/**
- * The sender's number in E.164: the provider writes it without the `+` (incoming-messages
- * page: `"phoneNumber": "380936670003"`). A value that is no phone number is kept as sent.
- */
-export function senderE164(from: string | number): string {
-  const raw = String(from).trim();
-  const digits = raw.replace(/[\s().-]/g, '');
-  const candidate = digits.startsWith('+')
-    ? digits
-    : digits.startsWith('00')
-      ? `+${digits.slice(2)}`
-      : `+${digits}`;
-  if (isPhoneShape(candidate)) {
-    const phone = parsePhoneNumberFromString(candidate);
-    if (phone?.isPossible()) return phone.number;
-    return candidate;
-  }
-  return raw;
-}
-
-/**
- * POST /hooks/viber: store the body; an incoming message becomes a row of /v1/inbound. The
- * provider's shape (`{idUuid, alphaName, phoneNumber, text, dt}`) and the condensed one
- * (`{messageId, from, to, text, timestamp}`) are both read; a message whose provider id was
- * stored before (a retry, even with another body) is not stored twice.
- */
-export async function ingestViber(deps: IngestDeps, raw: RawCallback): Promise<IngestResult> {
-  const now = deps.clock.now();
-  return deps.db.transaction(async (tx) => {
-    const inboxId = await storeRaw(tx, 'viber', raw, now);
-    if (inboxId === undefined)
-      return { duplicate: true, events: 0, matched: 0, pending: 0, problems: [] };
-    let value: unknown;
-    try {
-      value = /urlencoded/i.test(raw.contentType ?? '')
-        ? Object.fromEntries(new URLSearchParams(raw.body))
-        : JSON.parse(raw.body);
-    } catch {
-      value = undefined;
-    }
-    value = storable(value);
-    const problems: string[] = [];
-    const items = Array.isArray(value) ? value : [value];
-    const rows = [];
-    for (const [i, item] of items.entries()) {
-      if (!isObj(item)) {
-        problems.push(`message ${i}: not a JSON object or form`);
-        continue;
-      }
-      const from = field(
-        item,
-        ['phoneNumber'],
-        ['from'],
-        ['sender', 'phone'],
-        ['sender', 'id'],
-        ['phone'],
-        ['sender'],
-      );
-      if (typeof from !== 'string' && typeof from !== 'number') {
-        problems.push(
-          `message ${i}: no sender (looked for phoneNumber, from, sender.phone, sender.id, phone)`,
-        );
-        continue;
-      }
-      const text = field(item, ['text'], ['message', 'text'], ['body'], ['message']);
-      const to = field(item, ['alphaName'], ['to'], ['receiver']);
-      const pmid = field(item, ['idUuid'], ['messageId'], ['message_token'], ['id']);
-      rows.push({
-        id: uuidv7(now.getTime()),
-        inboxId,
-        channel: 'viber',
-        from: senderE164(from),
-        to: typeof to === 'string' ? to : null,
-        text: typeof text === 'string' ? text : null,
-        providerMessageId: pmid === undefined ? null : String(pmid),
-        data: item,
-        at: parseEventTime(field(item, ['dt'], ['timestamp'], ['time'], ['at'], ['date'])) ?? now,
-        receivedAt: now,
-      });
-    }
-    // a provider id stored before (inbound_channel_pmid_idx) is the same message again
-    const stored =
-      rows.length === 0
-        ? []
-        : await tx
-            .insert(inboundMessages)
-            .values(rows)
-            .onConflictDoNothing()
-            .returning({ id: inboundMessages.id });
-    const outcome = { events: rows.length, matched: stored.length, pending: 0, problems };
-    await tx.update(inbox).set({ outcome }).where(eq(inbox.id, inboxId));
-    // every message of the body was stored before, under its provider id: a retry
-    return { duplicate: rows.length > 0 && stored.length === 0, inboxId, ...outcome };
-  });
-}
-
-export interface InboundFilter {
-  from?: string | undefined;
-  since?: Date | undefined;
-  limit?: number | undefined;
-  cursor?: string | undefined;
-}
-
-/** GET /v1/inbound: newest first, keyset pages by id (UUIDv7). */
-export async function listInbound(db: Db, filter: InboundFilter) {
-  const limit = filter.limit ?? 50;
-  const where: SQL[] = [];
-  if (filter.from) where.push(eq(inboundMessages.from, filter.from));
-  if (filter.since) where.push(gte(inboundMessages.at, filter.since));
-  if (filter.cursor) where.push(lt(inboundMessages.id, decodeCursor(filter.cursor)));
-  const rows = await db
-    .select()
-    .from(inboundMessages)
-    .where(and(...where))
-    .orderBy(desc(inboundMessages.id))
-    .limit(limit + 1);
-  const page = rows.slice(0, limit);
-  return {
-    items: page.map((r) => ({
-      id: r.id,
-      channel: r.channel,
-      from: r.from,
-      to: r.to,
-      text: r.text,
-      providerMessageId: r.providerMessageId,
-      at: r.at.toISOString(),
-      receivedAt: r.receivedAt.toISOString(),
-    })),
-    nextCursor: rows.length > limit && page.length > 0 ? encodeCursor(page.at(-1)!.id) : null,
-  };
 }

@@ -35,7 +35,7 @@ import { tokenMatches } from '../http/auth.ts';
 import type { AppEnv } from '../http/env.ts';
 import { onError } from '../http/errors.ts';
 import { isUuid } from '../ids.ts';
-import { listInbound } from '../messages/ingest.ts';
+import { listInbound } from '../messages/inbound.ts';
 import { getMessage, listMessages } from '../messages/read.ts';
 import { isMessageStatus } from '../messages/status.ts';
 import { assetRoutes } from './assets.ts';

@@ -7,7 +7,7 @@ import {
   parseStatusRecord,
   statusMapWith,
 } from '../../src/messages/delivery-parse.ts';
-import { storable } from '../../src/messages/ingest.ts';
+import { storable } from '../../src/messages/inbox.ts';
 
 const JSON_TYPE = 'application/json';
 

@@ -1,7 +1,7 @@
 /** GET /v1/inbound: incoming Viber messages, newest first. */
 import { createRoute, z } from '@hono/zod-openapi';
 import type { Db } from '../../db/client.ts';
-import { listInbound } from '../../messages/ingest.ts';
+import { listInbound } from '../../messages/inbound.ts';
 import { ErrorBody } from '../../messages/views.ts';
 import { newRouter } from '../router.ts';
 

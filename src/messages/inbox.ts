@@ -1,0 +1,87 @@
+/**
+ * The inbox: every callback body, kept raw and as received, in the same transaction as what
+ * it changes. An exact duplicate (same kind, same bytes) conflicts on the dedup key.
+ */
+import { createHash } from 'node:crypto';
+import type { Tx } from '../db/client.ts';
+import { inbox } from '../db/schema/index.ts';
+
+export interface RawCallback {
+  contentType: string | undefined;
+  body: string;
+}
+
+/** The inbox's dedup key: the kind and the exact bytes of the body. */
+export function dedupKey(kind: string, body: string): string {
+  return createHash('sha256').update(kind).update('\n').update(body).digest('hex');
+}
+
+// U+0000, and UTF-16 surrogates without their pair
+// biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 is exactly what it looks for
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * Postgres cannot store U+0000 in text or jsonb, nor a lone surrogate (`"\ud800"`, valid JSON)
+ * in jsonb: a body or a parsed value carrying one would fail its insert (a 500, and the
+ * callback never stored). Each is kept as U+FFFD instead. Only strings, arrays and plain
+ * objects are rebuilt (dates and numbers pass through).
+ *
+ * @example
+ * storable({ text: 'a\u0000b' }); // { text: 'a\uFFFDb' }
+ */
+export function storable<T>(value: T): T {
+  if (typeof value === 'string') return value.replace(UNSTORABLE, '\uFFFD') as T;
+  // arrays and objects are rebuilt only when something in them changes (nearly never: this
+  // runs over every callback), so a clean value comes back as it is
+  if (Array.isArray(value)) {
+    let out: unknown[] | undefined;
+    for (let i = 0; i < value.length; i++) {
+      const v = storable(value[i]);
+      if (v === value[i]) continue;
+      out ??= value.slice();
+      out[i] = v;
+    }
+    return (out ?? value) as T;
+  }
+  if (
+    value !== null &&
+    typeof value === 'object' &&
+    Object.getPrototypeOf(value) === Object.prototype
+  ) {
+    const o = value as Record<string, unknown>;
+    const keys = Object.keys(o);
+    let entries: [string, unknown][] | undefined;
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i]!;
+      const sk = storable(k);
+      const sv = storable(o[k]);
+      if (!entries && (sk !== k || sv !== o[k]))
+        entries = keys.slice(0, i).map((j) => [j, o[j]] as [string, unknown]);
+      entries?.push([sk, sv]);
+    }
+    // fromEntries, not assignment: a "__proto__" key stays an own key, as JSON.parse made it
+    return (entries ? Object.fromEntries(entries) : value) as T;
+  }
+  return value;
+}
+
+/** Stores the raw body; undefined when the very same body was stored before. */
+export async function storeRaw(
+  tx: Tx,
+  kind: 'delivery' | 'viber' | 'speechcall',
+  raw: RawCallback,
+  now: Date,
+): Promise<number | undefined> {
+  const [row] = await tx
+    .insert(inbox)
+    .values({
+      kind,
+      dedupKey: dedupKey(kind, raw.body),
+      contentType: raw.contentType == null ? null : storable(raw.contentType),
+      body: storable(raw.body),
+      receivedAt: now,
+    })
+    .onConflictDoNothing({ target: inbox.dedupKey })
+    .returning({ id: inbox.id });
+  return row?.id;
+}
