@@ -12,7 +12,7 @@ import { type CallRow, callEvents, calls, flowStats, messages } from '../db/sche
 import { AppError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
 import { decodeCursor, encodeCursor } from '../messages/read.ts';
-import { CALL_STATES } from './runtime.ts';
+import { CALL_STATES } from './deps.ts';
 
 export const CallPathStep = z
   .object({

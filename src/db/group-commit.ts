@@ -5,10 +5,10 @@
  * its size; an idle server still runs each item at once (a batch of one).
  *
  * A batch that fails for any reason but an unreachable database is run again one item per
- * transaction (`single`), so one poisonous item cannot take its neighbours down with it.
+ * transaction (a batch of one), so one poisonous item cannot take its neighbours down with it.
  *
  * @example
- * const submit = groupCommit({ batch: ingestMany, single: ingestOne, maxBatch: 200, concurrency: 1 });
+ * const submit = groupCommit({ batch: ingestMany, maxBatch: 200, concurrency: 1 });
  * const result = await submit(item); // after its commit
  */
 import { isDatabaseUnavailable } from './errors.ts';
@@ -16,8 +16,8 @@ import { isDatabaseUnavailable } from './errors.ts';
 export interface GroupCommitOptions<T, R> {
   /** stores and applies every item in one transaction; one result per item, in order */
   batch(items: T[]): Promise<R[]>;
-  /** one item in a transaction of its own (after its batch failed) */
-  single(item: T): Promise<R>;
+  /** one item in a transaction of its own (after its batch failed); by default a batch of one */
+  single?(item: T): Promise<R>;
   /** most items in one transaction */
   maxBatch: number;
   /** transactions in flight at once */
@@ -33,6 +33,7 @@ interface Waiting<T, R> {
 export function groupCommit<T, R>(opts: GroupCommitOptions<T, R>): (item: T) => Promise<R> {
   const queue: Waiting<T, R>[] = [];
   let running = 0;
+  const single = opts.single ?? (async (item: T) => (await opts.batch([item]))[0]!);
 
   async function run(batch: Waiting<T, R>[]): Promise<void> {
     try {
@@ -43,7 +44,7 @@ export function groupCommit<T, R>(opts: GroupCommitOptions<T, R>): (item: T) => 
         for (const w of batch) w.reject(err);
       } else {
         // one item per transaction: each gets its own answer, or its own error
-        await Promise.all(batch.map((w) => opts.single(w.item).then(w.resolve, w.reject)));
+        await Promise.all(batch.map((w) => single(w.item).then(w.resolve, w.reject)));
       }
     }
   }

@@ -26,8 +26,8 @@ import { buildMachineConfig, type FlowMachineConfig } from './machine-config.ts'
 import { buildMenu, TEMPLATE_HOOK_URL } from './render.ts';
 import {
   type Action,
-  CALL_STATUSES,
-  type CallStatus,
+  CALL_MESSAGE_STATUSES,
+  type CallMessageStatus,
   type FlowDefinition,
   type FlowKey,
   type Menu,
@@ -46,7 +46,7 @@ export interface CompiledParam {
 
 export interface CompiledReactions {
   /** Actions per status of the call's own message. */
-  statuses: Partial<Record<CallStatus, CompiledAction[]>>;
+  statuses: Partial<Record<CallMessageStatus, CompiledAction[]>>;
   /** A durable timer started with the call, cancelled by the first key. */
   noResponse?: { afterMs: number; actions: CompiledAction[] };
 }
@@ -168,9 +168,9 @@ function compileParams(flow: FlowDefinition): Record<string, CompiledParam> {
 
 function compileReactions(flow: FlowDefinition): CompiledReactions {
   const on = flow.on ?? {};
-  const statuses: Partial<Record<CallStatus, CompiledAction[]>> = {};
+  const statuses: Partial<Record<CallMessageStatus, CompiledAction[]>> = {};
   const list = (actions: readonly ReactionAction[]) => actions.map((a) => compileEffect(a));
-  for (const status of CALL_STATUSES) {
+  for (const status of CALL_MESSAGE_STATUSES) {
     const actions = on[status];
     if (actions) statuses[status] = list(actions);
   }

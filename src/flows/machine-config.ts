@@ -8,7 +8,7 @@
  * `machine.ts` for what the caller receives.
  */
 import type { CompiledReactions } from './compile.ts';
-import type { CallStatus, SendMessage } from './schema.ts';
+import type { CallMessageStatus, SendMessage } from './schema.ts';
 import { type CompiledAction, type CompiledNode, NODE_KEYS } from './unroll.ts';
 
 /** The state a call is in once the provider has hung up (or we know it will). */
@@ -16,7 +16,7 @@ export const END_STATE = '$end';
 /** The only durable timer of the language today. */
 export const NO_RESPONSE_TIMER = 'noResponse';
 /** Statuses after which the call can produce no key, so its timer is moot. */
-export const TERMINAL_STATUSES: readonly CallStatus[] = ['rejected', 'failed', 'expired'];
+export const TERMINAL_STATUSES: readonly CallMessageStatus[] = ['rejected', 'failed', 'expired'];
 
 export type ConfigAction =
   | {
@@ -130,7 +130,7 @@ export function buildMachineConfig(
   // First match wins: a terminal status with the timer still running also cancels it; any
   // status not seen before is recorded; a repeated status matches nothing and changes nothing.
   const status: ConfigTransition[] = [];
-  for (const name of Object.keys(on.statuses) as CallStatus[]) {
+  for (const name of Object.keys(on.statuses) as CallMessageStatus[]) {
     const reaction = effects(on.statuses[name]!, `on:${name}`);
     if (timer && TERMINAL_STATUSES.includes(name)) {
       status.push({

@@ -36,25 +36,30 @@ export interface BuildMenuOptions {
 // A call's menu is rendered per call and kept until stored; the actions that are the same in
 // every call (hangup, gotoMenu n) are shared, frozen, instead of copied into each menu.
 const HANGUP: MenuAction = Object.freeze({ action: 'hangup' });
-const gotos: MenuAction[] = [];
+
+/** Menu indexes below this share one frozen gotoMenu action; past it, each call gets its own. */
+const SHARED_GOTO_LIMIT = 1024;
+// Module-level: frozen, and a function of the index alone, so every caller may share them.
+const sharedGotoActions: MenuAction[] = [];
 
 function gotoMenu(index: number): MenuAction {
-  let action = gotos[index];
-  if (!action) {
-    action = Object.freeze({ action: 'gotoMenu', menu: index });
-    gotos[index] = action;
-  }
+  const shared = sharedGotoActions[index];
+  if (shared) return shared;
+  const action: MenuAction = Object.freeze({ action: 'gotoMenu', menu: index });
+  if (index < SHARED_GOTO_LIMIT) sharedGotoActions[index] = action;
   return action;
 }
 
-const indexes = new WeakMap<readonly CompiledNode[], Map<string, number>>();
+// Module-level: a pure function of the node list it is keyed by, and weakly held, so an entry
+// lives no longer than its compiled flow.
+const menuIndexByNodeList = new WeakMap<readonly CompiledNode[], Map<string, number>>();
 
 /** Each node's menu index by id (kept per compiled node list: every call of it asks). */
 function indexesOf(nodes: readonly CompiledNode[]): Map<string, number> {
-  let indexOf = indexes.get(nodes);
+  let indexOf = menuIndexByNodeList.get(nodes);
   if (!indexOf) {
     indexOf = new Map(nodes.map((n) => [n.id, n.index]));
-    indexes.set(nodes, indexOf);
+    menuIndexByNodeList.set(nodes, indexOf);
   }
   return indexOf;
 }

@@ -18,7 +18,7 @@ export const FlowKey = z.enum(FLOW_KEYS);
 export type FlowKey = z.infer<typeof FlowKey>;
 
 /** Statuses of the call's own message (docs/provider.md, "Statuses") that `on:` can react to. */
-export const CALL_STATUSES = [
+export const CALL_MESSAGE_STATUSES = [
   'accepted',
   'rejected',
   'sent',
@@ -27,8 +27,8 @@ export const CALL_STATUSES = [
   'failed',
   'expired',
 ] as const;
-export const CallStatus = z.enum(CALL_STATUSES);
-export type CallStatus = z.infer<typeof CallStatus>;
+export const CallMessageStatus = z.enum(CALL_MESSAGE_STATUSES);
+export type CallMessageStatus = z.infer<typeof CallMessageStatus>;
 
 /**
  * Message types a `send` action may use: every message type of the provider except the speech
@@ -64,7 +64,8 @@ export const ParamName = z
     'a param name is a letter or _, then letters, digits or _',
   );
 
-export const LanguageCode = z
+/** A language a flow's prompts come in (a tag like en or pt-BR), as `languages` lists them. */
+export const PromptLanguage = z
   .string()
   .regex(/^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$/, 'a language is a code like en, uk or pt-BR');
 
@@ -88,7 +89,7 @@ export type Duration = z.infer<typeof Duration>;
 
 /** A string for every language, or one per language code. */
 export const Localized = z
-  .union([z.string().min(1), z.record(LanguageCode, z.string().min(1))])
+  .union([z.string().min(1), z.record(PromptLanguage, z.string().min(1))])
   .meta({
     id: 'Localized',
     description: 'One value for all languages, or a map from language code to value.',
@@ -195,7 +196,7 @@ export const SendAction = z.strictObject({ send: SendMessage });
 export const WebhookActionSpec = z.strictObject({
   webhook: WebhookSpec.meta({ description: 'Called by the provider itself, as given.' }),
 });
-export const HangupAction = z.literal('hangup');
+export const HangupActionSpec = z.literal('hangup');
 
 /** The action kinds by their key, so errors can name the one the author meant. */
 export const ACTION_KINDS = {
@@ -206,7 +207,7 @@ export const ACTION_KINDS = {
 } as const;
 
 export const Action = z
-  .union([HangupAction, GotoAction, OutcomeAction, SendAction, WebhookActionSpec])
+  .union([HangupActionSpec, GotoAction, OutcomeAction, SendAction, WebhookActionSpec])
   .meta({ id: 'Action' });
 export type Action = z.infer<typeof Action>;
 
@@ -271,7 +272,7 @@ export const FlowDefinition = z
     description: z.string().optional(),
     params: z.record(ParamName, ParamSpec).optional(),
     languages: z
-      .array(LanguageCode)
+      .array(PromptLanguage)
       .min(1)
       .optional()
       .meta({ description: "The call's `lang` picks prompts; the first is the default." }),

@@ -29,16 +29,17 @@ const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 // A call's menu carries one token per (node, key), dozens per call: the secret is imported
 // once as a KeyObject instead of on every HMAC (about half the cost of signing a token).
-// Keyed by the secret object; a `key` replaced on that object is imported again.
-const keyObjects = new WeakMap<TokenSecret, { key: Buffer | string; object: KeyObject }>();
+// Keyed weakly by the secret object, so an entry lives no longer than its secret; a `key`
+// replaced on that object is imported again.
+const importedSecretKeys = new WeakMap<TokenSecret, { key: Buffer | string; object: KeyObject }>();
 
 function keyObject(secret: TokenSecret): KeyObject {
-  const hit = keyObjects.get(secret);
+  const hit = importedSecretKeys.get(secret);
   if (hit && hit.key === secret.key) return hit.object;
   const object = createSecretKey(
     typeof secret.key === 'string' ? Buffer.from(secret.key, 'utf8') : secret.key,
   );
-  keyObjects.set(secret, { key: secret.key, object });
+  importedSecretKeys.set(secret, { key: secret.key, object });
   return object;
 }
 
@@ -57,28 +58,31 @@ export function signNodeToken(token: NodeToken, secret: TokenSecret): string {
   return nodeTokenSigner(token.callId, secret)(token.node, token.key);
 }
 
-// Payload tails by node, then key: the same few dozen for every call of a flow version.
-const tails = new Map<string, Map<string, string>>();
-let tailCount = 0;
+/** Most payload tails kept; past it the cache starts over (a few dozen per flow version). */
+const MAX_PAYLOAD_TAILS = 10_000;
+// Payload tails by node, then key: the same few dozen for every call of a flow version. Module-
+// level, since a tail depends on (node, key) alone, whatever the call or the secret.
+const payloadTailsByNode = new Map<string, Map<string, string>>();
+let payloadTailCount = 0;
 
 function payloadTail(node: string, key: string): string {
-  let byKey = tails.get(node);
+  let byKey = payloadTailsByNode.get(node);
   let tail = byKey?.get(key);
   if (tail !== undefined) return tail;
   tail = Buffer.from(`"n":${JSON.stringify(node)},"k":${JSON.stringify(key)}}`).toString(
     'base64url',
   );
-  if (tailCount >= 10_000) {
-    tails.clear();
-    tailCount = 0;
+  if (payloadTailCount >= MAX_PAYLOAD_TAILS) {
+    payloadTailsByNode.clear();
+    payloadTailCount = 0;
     byKey = undefined;
   }
   if (!byKey) {
     byKey = new Map();
-    tails.set(node, byKey);
+    payloadTailsByNode.set(node, byKey);
   }
   byKey.set(key, tail);
-  tailCount++;
+  payloadTailCount++;
   return tail;
 }
 

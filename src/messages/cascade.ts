@@ -29,7 +29,7 @@ export type StoredCascade = EndpointCascadeMessage & {
 };
 
 /** Switchboard's field names and the endpoint's (send.md "Parameters"). */
-const FIELD_NAMES = {
+export const FIELD_NAMES = {
   customerMessageId: 'id',
   from: 'fromName',
   to: 'toPhone',

@@ -13,15 +13,23 @@
  * The record is read as a callback is (`parseStatusRecord`: one table of status words), and
  * only news goes on the timeline. The provider client's data-class token bucket (50
  * requests/s) spaces the requests.
+ *
+ * Statements: the claim (one short transaction: quiet messages marked, due checks taken);
+ * per record, one transaction: the message's lock (message-lock.ts), its channels' latest
+ * words when the record names channels, and one write (timeline-write.ts). Expiry: the claim
+ * (the rows locked, SKIP LOCKED) and one write for all of them.
  */
 import { sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
 import { type Db, rowsOf, type Tx } from '../db/client.ts';
 import type { Logger } from '../logger.ts';
-import { parseStatusRecord, type StatusMap } from './delivery-parse.ts';
-import { type OnRecorded, toNewEvent } from './ingest.ts';
+import { type DeliveryEvent, parseStatusRecord, type StatusMap } from './delivery-parse.ts';
+import { toNewEvent } from './delivery-plan.ts';
+import { LOCKED_COLUMNS, lockMessages } from './message-lock.ts';
 import type { MessageStatus } from './status.ts';
-import { type NewEvent, recordEvents } from './timeline.ts';
+import type { NewEvent, OnRecorded } from './timeline.ts';
+import { type LockedMessage, planTimeline } from './timeline-plan.ts';
+import { writeTimeline } from './timeline-write.ts';
 
 export interface StatusLookup {
   getMessage(messageId: string): Promise<{ status?: string | undefined; raw: unknown }>;
@@ -48,7 +56,6 @@ export interface PollOptions {
 interface Due {
   id: string;
   provider_message_id: string;
-  status: MessageStatus;
 }
 
 /** One round: asks about quiet messages and due checks; returns how many were asked about. */
@@ -70,7 +77,7 @@ export async function pollOnce(deps: PollDeps, opts: PollOptions): Promise<numbe
           order by updated_at
           limit ${limit}
           for update skip locked)
-        returning id, provider_message_id, status`),
+        returning id, provider_message_id`),
     ),
     ...rowsOf<Due>(
       await tx.execute(sql`
@@ -81,7 +88,7 @@ export async function pollOnce(deps: PollDeps, opts: PollOptions): Promise<numbe
             order by due_at limit ${limit}
             for update skip locked)
           returning message_id)
-        select m.id, m.provider_message_id, m.status from c
+        select m.id, m.provider_message_id from c
         join messages m on m.id = c.message_id
         where m.provider_message_id is not null`),
     ),
@@ -102,25 +109,39 @@ async function askAbout(deps: PollDeps, m: Due): Promise<void> {
   if (parsed.events.length === 0) return;
   await deps.db.transaction(async (tx) => {
     const at = deps.clock.now();
+    const [locked] = await lockMessages(tx, { ids: [m.id] });
+    if (!locked) return;
     const known = await channelStatuses(
       tx,
       m.id,
       parsed.events.some((e) => e.perChannel),
     );
-    const events: NewEvent[] = [];
-    for (const e of parsed.events) {
-      const event = toNewEvent(e, undefined, at, 'poll');
-      if (!e.perChannel && event.detail) event.detail.response = raw;
-      if (e.perChannel) {
-        // only news: a channel whose word is the one already on the timeline adds nothing
-        if (known.get(e.channel ?? '') === e.rawStatus) continue;
-      } else if (e.status === m.status) continue;
-      events.push(event);
-    }
+    const events = newsOf(parsed.events, raw, locked.status, known, at);
     if (events.length === 0) return;
-    const result = await recordEvents(tx, m.id, events, at);
-    if (result && deps.onRecorded) await deps.onRecorded(tx, result, events);
+    const plan = planTimeline([locked], new Map([[m.id, events]]));
+    await writeTimeline(tx, plan, at, { onRecorded: deps.onRecorded });
   });
+}
+
+/**
+ * Of a status record's events, the news: a per-channel word not already the channel's latest
+ * on the timeline, and a status of the whole message other than its current one.
+ */
+export function newsOf(
+  parsed: readonly DeliveryEvent[],
+  raw: unknown,
+  current: MessageStatus,
+  known: ReadonlyMap<string, string>,
+  at: Date,
+): NewEvent[] {
+  const events: NewEvent[] = [];
+  for (const e of parsed) {
+    if (e.perChannel ? known.get(e.channel ?? '') === e.rawStatus : e.status === current) continue;
+    const event = toNewEvent(e, undefined, at, 'poll');
+    if (!e.perChannel && event.detail) event.detail.response = raw;
+    events.push(event);
+  }
+  return events;
 }
 
 /** The latest word of each channel on a message's timeline (per-channel events only). */
@@ -143,7 +164,8 @@ async function channelStatuses(
 
 /**
  * Marks expired the messages still accepted or sent `marginMs` after the end of their life;
- * returns how many. Each moves in its own short transaction, with the call runtime's hook.
+ * returns how many. One short transaction: the claim (locks, SKIP LOCKED), one write of every
+ * move (timeline-write.ts), then the call runtime's hook for each.
  */
 export async function expireOverdue(
   deps: Pick<PollDeps, 'db' | 'clock' | 'onRecorded'>,
@@ -152,17 +174,19 @@ export async function expireOverdue(
   const now = deps.clock.now();
   const cutoff = new Date(now.getTime() - opts.marginMs);
   return deps.db.transaction(async (tx) => {
-    const rows = rowsOf<{ id: string; expires_at: string | Date }>(
+    const rows = rowsOf<LockedMessage & { expires_at: string | Date }>(
       await tx.execute(sql`
-        select id, expires_at from messages
+        select ${LOCKED_COLUMNS}, expires_at from messages
         where status in ('accepted', 'sent') and expires_at < ${cutoff.toISOString()}::timestamptz
         order by expires_at
         limit ${opts.limit ?? 100}
         for update skip locked`),
     );
+    if (rows.length === 0) return 0;
+    const events = new Map<string, NewEvent[]>();
     for (const r of rows) {
       const expiresAt = new Date(r.expires_at);
-      const events: NewEvent[] = [
+      events.set(r.id, [
         {
           status: 'expired',
           source: 'expiry',
@@ -173,10 +197,11 @@ export async function expireOverdue(
             marginMs: opts.marginMs,
           },
         },
-      ];
-      const result = await recordEvents(tx, r.id, events, now);
-      if (result && deps.onRecorded) await deps.onRecorded(tx, result, events);
+      ]);
     }
+    // the planner takes messages in id order (the claim's is the expiry time's)
+    const locked = [...rows].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    await writeTimeline(tx, planTimeline(locked, events), now, { onRecorded: deps.onRecorded });
     return rows.length;
   });
 }

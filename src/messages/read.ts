@@ -1,14 +1,18 @@
 /**
- * Reading messages back: one message with its timeline, and filtered pages of messages.
+ * Reading messages back: one message with its timeline and what was sent (`sent.ts`), and
+ * filtered pages of messages. A message an erasure removed is not found, and the answer says
+ * it was erased, and when.
  *
  * @example
  * const view = await getMessage(db, 'order-42-sms'); // by id, customerMessageId or messageId
  */
-import { and, asc, desc, eq, gte, lt, lte, or, type SQL, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gte, inArray, lt, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { Db, Queryable } from '../db/client.ts';
-import { type MessageRow, messageEvents, messages } from '../db/schema/index.ts';
+import { erasedIds, type MessageRow, messageEvents, messages } from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
+import { type ErasedKind, hashId } from '../privacy/erased.ts';
+import { removedOf, sentOf } from './sent.ts';
 import type { MessageStatus } from './status.ts';
 import type {
   FlashcallAnswer,
@@ -122,6 +126,15 @@ export async function getMessage(db: Db, ref: string): Promise<MessageView> {
     rows.find((r) => r.message.customerMessageId === ref) ??
     rows.find((r) => r.message.providerMessageId === ref);
   if (!found) {
+    const erased = await erasedAt(db, ref);
+    if (erased) {
+      // 404 still: the message is gone; the detail says why
+      throw new AppError(
+        'NOT_FOUND',
+        `message "${ref}" was erased at ${erased.toISOString()} (DELETE /v1/subjects/{phone})`,
+        [{ path: 'ref', code: 'ERASED', message: `erased at ${erased.toISOString()}` }],
+      );
+    }
     throw new AppError('NOT_FOUND', `no message with id, customerMessageId or messageId "${ref}"`);
   }
   const events: TimelineJson[] =
@@ -135,12 +148,31 @@ export async function getMessage(db: Db, ref: string): Promise<MessageView> {
       source: e.source,
       ...(e.detail != null && { detail: e.detail }),
     })),
+    sent: sentOf(found.message.payload, found.message.type),
   };
+  const removed = removedOf(found.message.payload, found.message.contentRemovedAt);
+  if (removed) view.contentRemoved = removed;
   if (found.message.type === 'flashcall') {
     const answer = flashcallAnswer(events);
     if (answer) view.flashcall = answer;
   }
   return view;
+}
+
+/**
+ * When an erasure removed the message `ref` names (by any of its ids), if one did: a read
+ * that found nothing, so the fast path never pays for it.
+ */
+async function erasedAt(db: Db, ref: string): Promise<Date | undefined> {
+  const kinds: ErasedKind[] = ['customerMessageId', 'providerMessageId'];
+  if (isUuid(ref)) kinds.push('messageId');
+  const [row] = await db
+    .select({ at: erasedIds.erasedAt })
+    .from(erasedIds)
+    .where(and(inArray(erasedIds.kind, kinds), eq(erasedIds.hash, hashId(ref))))
+    .orderBy(asc(erasedIds.erasedAt))
+    .limit(1);
+  return row?.at;
 }
 
 /** A flash call's answer, as the dispatcher kept it on the `accepted` event of its timeline. */

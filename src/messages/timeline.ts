@@ -1,11 +1,12 @@
 /**
- * Writing to timelines: events are appended (never changed), and the message's current
- * status moves only up a rank (status.ts). Both happen in the caller's transaction, under the
- * message's row lock, so concurrent callbacks for one message serialize instead of racing.
+ * Timelines: events are appended (never changed), and the message's current status moves
+ * only up a rank (status.ts). What an event is, and the rule for one event; deciding a batch
+ * is timeline-plan.ts, writing it timeline-write.ts, both under the messages' row locks, so
+ * concurrent callbacks for one message serialize instead of racing.
  */
 import { eq, type SQL, sql } from 'drizzle-orm';
 import type { Queryable, Tx } from '../db/client.ts';
-import { messageEvents, messages } from '../db/schema/index.ts';
+import { messages } from '../db/schema/index.ts';
 import { type MessageStatus, nextStatus } from './status.ts';
 
 export type EventSource = 'api' | 'dispatch' | 'provider' | 'callback' | 'poll' | 'call' | 'expiry';
@@ -40,6 +41,13 @@ export interface RecordResult {
   /** the message's type */
   type: string;
 }
+
+/**
+ * Something else that must happen in the same transaction when a message's status moves:
+ * the call runtime's, so only a message of a call (`callId` set) can need it; the delivery
+ * batch calls it for those alone, the poller and the attacher for every message they record.
+ */
+export type OnRecorded = (tx: Tx, result: RecordResult, events: NewEvent[]) => Promise<void>;
 
 /**
  * The channels of a cascade message after its first (cascade/index.md, "How It Works":
@@ -109,64 +117,6 @@ export function statusAfter(
     if (index < fallbackCount - 1) return current;
   }
   return nextStatus(current, event.status);
-}
-
-/**
- * Appends `events` to one message and moves its status. Locks the message row first.
- * Returns undefined when the message does not exist.
- */
-export async function recordEvents(
-  tx: Tx,
-  messageId: string,
-  events: NewEvent[],
-  now: Date,
-): Promise<RecordResult | undefined> {
-  const [row] = await tx
-    .select({
-      status: messages.status,
-      payload: messages.payload,
-      callId: messages.callId,
-      role: messages.role,
-      type: messages.type,
-    })
-    .from(messages)
-    .where(eq(messages.id, messageId))
-    .for('update');
-  if (!row) return undefined;
-  const before = row.status as MessageStatus;
-  const fallbackCount = fallbacksOf(row.payload, row.type);
-  // apply in event-time order, so the result does not depend on arrival order
-  const sorted = [...events].sort((a, b) => a.at.getTime() - b.at.getTime());
-  let after = before;
-  let deliveredVia: string | undefined;
-  for (const e of sorted) {
-    const next = statusAfter(after, e, fallbackCount);
-    if ((e.status === 'delivered' || e.status === 'read') && e.channel) deliveredVia = e.channel;
-    after = next;
-  }
-  await tx.insert(messageEvents).values(
-    events.map((e) => ({
-      messageId,
-      status: e.status,
-      source: e.source,
-      at: e.at,
-      receivedAt: now,
-      detail: eventDetail(e),
-    })),
-  );
-  const set: Partial<typeof messages.$inferInsert> = { updatedAt: now };
-  if (after !== before) set.status = after;
-  if (deliveredVia) set.deliveredVia = deliveredVia;
-  await tx.update(messages).set(set).where(eq(messages.id, messageId));
-  return {
-    messageId,
-    before,
-    after,
-    callId: row.callId,
-    role: row.role,
-    fallbacks: fallbackCount,
-    type: row.type,
-  };
 }
 
 /** Current status of a message (for tests and the call runtime). */

@@ -81,10 +81,59 @@ export const FlashcallAnswer = z
   .meta({ id: 'FlashcallAnswer' });
 export type FlashcallAnswer = z.infer<typeof FlashcallAnswer>;
 
+/** One channel of what was sent: the message itself, or one of its fallbacks. */
+export const SentFallback = z
+  .looseObject({
+    type: z.string().meta({ example: 'sms' }),
+    from: z.string().meta({ example: 'Acme' }),
+    to: z.string().meta({ example: '+380501234567' }),
+    text: z.string().optional().meta({ example: 'Your order 42 has shipped' }),
+    messageData: z
+      .unknown()
+      .optional()
+      .meta({ description: "the type's messageData (buttons, files, survey, flash call, ...)" }),
+  })
+  .meta({
+    id: 'SentFallback',
+    description: 'a fallback as sent, with its own from and to; other fields (ttl, ...) as given',
+  });
+export type SentFallback = z.infer<typeof SentFallback>;
+
+export const SentMessage = SentFallback.extend({
+  fallbacks: z
+    .array(SentFallback)
+    .optional()
+    .meta({ description: 'in the order they are tried; a single `fallback` is shown here too' }),
+}).meta({
+  id: 'SentMessage',
+  description:
+    "The message as Switchboard sends it, in the canonical form POST /v1/messages takes: fallbacks as a `fallbacks` list, each with its own from and to; a cascade in Switchboard's field names (from, to, dtSend) with its own `fallback`; other fields (dtSend, dtExpire, ttl, messageType, variables, ...) as given. A call's follow-up shows its rendered text. Left out: customerMessageId (above) and a speechcall's menu (the compiled flow, with signed webhook tokens).",
+});
+export type SentMessage = z.infer<typeof SentMessage>;
+
+export const ContentRemoved = z
+  .object({
+    reason: z.enum(['retention']).meta({
+      description:
+        'retention: RETENTION_DAYS passed and the texts were removed (an erasure removes the whole message: its reads answer 404 with a detail ERASED)',
+    }),
+    at: z.string().nullable().meta({
+      description: 'when (ISO 8601); null for texts removed before Switchboard recorded the time',
+    }),
+  })
+  .meta({ id: 'ContentRemoved' });
+export type ContentRemoved = z.infer<typeof ContentRemoved>;
+
 export const MessageView = MessageSummary.extend({
   timeline: z.array(TimelineEvent),
   flashcall: FlashcallAnswer.optional().meta({
     description: "a flash call's answer from the provider, once it was sent",
+  }),
+  sent: SentMessage.nullable().meta({
+    description: 'what was (or, while queued, will be) sent; null once its texts were removed',
+  }),
+  contentRemoved: ContentRemoved.optional().meta({
+    description: 'present when `sent` is null: why and when the texts were removed',
   }),
 }).meta({
   id: 'Message',

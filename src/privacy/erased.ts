@@ -9,12 +9,12 @@
  */
 import { createHash } from 'node:crypto';
 import { and, eq, inArray, type SQL, sql } from 'drizzle-orm';
-import type { Queryable, Tx } from '../db/client.ts';
-import { erasedIds, inbox } from '../db/schema/index.ts';
+import type { Queryable } from '../db/client.ts';
+import { erasedIds } from '../db/schema/index.ts';
 import type { DeliveryEvent } from '../messages/delivery-parse.ts';
 import { redactMentions } from './redact.ts';
 
-export type ErasedKind = 'customerMessageId' | 'providerMessageId' | 'callId';
+export type ErasedKind = 'messageId' | 'customerMessageId' | 'providerMessageId' | 'callId';
 
 /** Hex SHA-256 of an id: the same value as `hashSql` computes in Postgres. */
 export function hashId(id: string): string {
@@ -101,39 +101,23 @@ export async function erasedFilter(
 }
 
 /**
- * What stays of one stored callback some of whose events were dropped: nothing, when they were
- * all it had (the raw row is deleted again, in the same transaction); otherwise the body, with
- * the dropped messages' ids cut out.
+ * What stays of a callback's body some of whose events are dropped: nothing (undefined), when
+ * they were all it had; otherwise the body, with the dropped messages' ids cut out.
+ *
+ * @example
+ * keptBody({ body, events: 2, dropped: [erasedOne] }); // body with erasedOne's ids as "[erased]"
  */
-export async function forgetDropped(
-  tx: Tx,
-  callback: { inboxId: number; body: string; events: number; dropped: readonly DeliveryEvent[] },
-): Promise<void> {
+export function keptBody(callback: {
+  body: string;
+  events: number;
+  dropped: readonly DeliveryEvent[];
+}): string | undefined {
   const { dropped } = callback;
-  if (dropped.length === 0) return;
-  if (dropped.length === callback.events) {
-    await tx.delete(inbox).where(eq(inbox.id, callback.inboxId));
-    return;
-  }
+  if (dropped.length === 0) return callback.body;
+  if (dropped.length === callback.events) return undefined;
   const ids = dropped.flatMap((e) => [
     ...(e.customerMessageId ? [e.customerMessageId] : []),
     ...e.providerMessageIds,
   ]);
-  const body = redactMentions(callback.body, { ids });
-  await tx.update(inbox).set({ body }).where(eq(inbox.id, callback.inboxId));
-}
-
-/**
- * For delivery ingestion, one callback: of the events that matched no message, drops those
- * about erased messages, and forgets them in the stored body (`forgetDropped`).
- */
-export async function dropErasedEvents(
-  tx: Tx,
-  callback: { inboxId: number; body: string; events: number; unmatched: DeliveryEvent[] },
-): Promise<{ kept: DeliveryEvent[]; dropped: number }> {
-  const isErased = await erasedFilter(tx, callback.unmatched);
-  const dropped = callback.unmatched.filter(isErased);
-  if (dropped.length === 0) return { kept: callback.unmatched, dropped: 0 };
-  await forgetDropped(tx, { ...callback, dropped });
-  return { kept: callback.unmatched.filter((e) => !isErased(e)), dropped: dropped.length };
+  return redactMentions(callback.body, { ids });
 }

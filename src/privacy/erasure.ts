@@ -6,7 +6,8 @@
  * about those messages. Aggregates (flow statistics, flow versions) stay: they hold no one.
  *
  * One transaction, so an erasure is all or nothing, and the ids of what was erased are
- * remembered (hashed, see erased.ts) in it, so a late callback about them is dropped.
+ * remembered (hashed, see erased.ts) in it, so a late callback about them is dropped and a
+ * read of one of the messages says it was erased, and when.
  *
  * The work is a list of steps over a shared `Subject`: a table added later is erased by
  * adding a step (and its count to `RemovedCounts`).
@@ -156,6 +157,8 @@ const lockMessagesAndCalls: ErasureStep = {
 const rememberErased: ErasureStep = {
   name: 'remember erased ids',
   async run(tx, s) {
+    // Switchboard's own ids too: GET /v1/messages/{ref} says "erased" for any of them
+    await recordErased(tx, 'messageId', s.messageIds);
     await recordErased(tx, 'customerMessageId', s.customerMessageIds);
     await recordErased(tx, 'providerMessageId', s.providerMessageIds);
     await recordErased(tx, 'callId', s.callIds);

@@ -5,7 +5,8 @@
  * ever write new rows and lock recent ones, never wait behind it.
  *
  * What stays: each message's head row (number, type, status, parts: what was sent to whom,
- * without the words) and the calls with their outcomes; and every aggregate (flow stats).
+ * without the words, and when the words went: `content_removed_at`) and the calls with their
+ * outcomes; and every aggregate (flow stats).
  *
  * @example
  * // a worker loop: again at once while there is more, else after a pause
@@ -21,7 +22,10 @@ export interface RetentionCounts {
   rawCallbacks: number;
   messageEvents: number;
   callEvents: number;
-  /** messages whose texts (payload: text, messageData, menu, fallbacks' texts) were removed */
+  /**
+   * messages whose texts (payload: text, messageData, menu, a cascade's variables, fallbacks'
+   * texts) were removed
+   */
   messageTexts: number;
 }
 
@@ -33,8 +37,16 @@ export interface RetentionResult {
 
 export interface RetentionStep {
   kind: keyof RetentionCounts;
-  /** one batch of at most `batchSize` rows older than `cutoff`: how many it changed, and whether more may be left */
-  run(db: Db, cutoff: Date, batchSize: number): Promise<{ changed: number; more: boolean }>;
+  /**
+   * one batch of at most `batchSize` rows older than `cutoff`, at `now`: how many it changed,
+   * and whether more may be left
+   */
+  run(
+    db: Db,
+    cutoff: Date,
+    batchSize: number,
+    now: Date,
+  ): Promise<{ changed: number; more: boolean }>;
 }
 
 /** The kinds of raw callbacks (inbox.kind); each is walked through its (kind, received_at) index. */
@@ -147,12 +159,12 @@ async function takeMessages(tx: Tx, ids: readonly string[]) {
   return { taken, retry: rows.map((r) => r.id).filter((id) => !taken.has(id)) };
 }
 
-async function stripTexts(tx: Tx, ids: readonly string[]): Promise<number> {
+async function stripTexts(tx: Tx, ids: readonly string[], now: Date): Promise<number> {
   if (ids.length === 0) return 0;
   return count(
     await tx.execute(sql`
-      update messages set payload =
-        (payload - 'text' - 'messageData' - 'menu')
+      update messages set content_removed_at = ${now.toISOString()}::timestamptz, payload =
+        (payload - 'text' - 'messageData' - 'menu' - 'variables')
         || case when jsonb_typeof(payload->'fallbacks') = 'array'
              then jsonb_build_object('fallbacks', (
                select coalesce(jsonb_agg(f - 'text' - 'messageData'), '[]'::jsonb)
@@ -176,7 +188,7 @@ async function stripTexts(tx: Tx, ids: readonly string[]): Promise<number> {
  */
 const messageTexts: RetentionStep = {
   kind: 'messageTexts',
-  async run(db, cutoff, batchSize) {
+  async run(db, cutoff, batchSize, now) {
     return db.transaction(async (tx) => {
       const [saved] = await tx
         .select({ value: settings.value })
@@ -186,7 +198,7 @@ const messageTexts: RetentionStep = {
       let changed = 0;
 
       const earlier = state.skipped.length > 0 ? await takeMessages(tx, state.skipped) : undefined;
-      if (earlier) changed += await stripTexts(tx, [...earlier.taken]);
+      if (earlier) changed += await stripTexts(tx, [...earlier.taken], now);
       const skipped = earlier?.retry ?? [];
 
       const batch = rowsOf<{ id: string }>(
@@ -198,9 +210,9 @@ const messageTexts: RetentionStep = {
       ).map((r) => r.id);
       let after = state.after;
       if (batch.length > 0) {
-        const now = await takeMessages(tx, batch);
-        changed += await stripTexts(tx, [...now.taken]);
-        const retry = new Set(now.retry);
+        const taken = await takeMessages(tx, batch);
+        changed += await stripTexts(tx, [...taken.taken], now);
+        const retry = new Set(taken.retry);
         for (const id of batch) {
           if (retry.has(id)) {
             if (skipped.length >= MAX_SKIPPED) break;
@@ -246,10 +258,11 @@ export async function runRetention(
     messageTexts: 0,
   };
   if (days === undefined || days <= 0) return { removed, more: false };
-  const cutoff = new Date(clock.now().getTime() - days * 86_400_000);
+  const now = clock.now();
+  const cutoff = new Date(now.getTime() - days * 86_400_000);
   let more = false;
   for (const step of steps) {
-    const result = await step.run(db, cutoff, batchSize);
+    const result = await step.run(db, cutoff, batchSize, now);
     removed[step.kind] += result.changed;
     more ||= result.more;
   }

@@ -15,7 +15,7 @@ import { AppError } from '../errors.ts';
 import { type ClientOptions, clientTransport } from './client.ts';
 import { type HttpRequest, ProviderError } from './http.ts';
 import { issuesToDetails } from './issues.ts';
-import { systemClock } from './limiter.ts';
+import { performanceClock } from './limiter.ts';
 
 export const OperatorStatus = z.union([z.literal(0), z.literal(1), z.literal(2)]);
 /**
@@ -148,7 +148,7 @@ export function createChatClient(
   opts: ClientOptions & { auth: ChatAuth; tokenHeader?: 'bearer' | 'x-authorization-key' },
 ): ChatClient {
   const { transport } = clientTransport(opts);
-  const clock = opts.clock ?? systemClock;
+  const clock = opts.clock ?? performanceClock;
   let cached: Promise<string> | undefined =
     'companyToken' in opts.auth ? Promise.resolve(opts.auth.companyToken) : undefined;
 

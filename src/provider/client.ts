@@ -20,8 +20,8 @@ import {
   type TransportEvent,
 } from './http.ts';
 import {
-  type Clock,
   createRateLimiter,
+  type MillisClock,
   type RateLimit,
   type RateLimiter,
   type Sleep,
@@ -62,7 +62,7 @@ export interface ClientOptions {
   /** Limits for the limiter this client makes when none is passed. */
   limits?: Partial<Record<'messaging' | 'data' | 'chat', RateLimit>>;
   retry?: Partial<RetryPolicy>;
-  clock?: Clock;
+  clock?: MillisClock;
   sleep?: Sleep;
   random?: () => number;
   timeoutMs?: number;
@@ -115,13 +115,13 @@ export class MessagelistError extends ProviderError {
 }
 
 /** What GET /bat/message/{id} answers (status.md): the status word, and the whole record. */
-export const MessageStatus = z.object({
+export const StatusRecord = z.object({
   messageId: z.string(),
   /** The lower-cased status word (`deliverystatus`, or a usual field name), when there is one. */
   status: z.string().optional(),
   raw: z.unknown(),
 });
-export type MessageStatus = z.infer<typeof MessageStatus>;
+export type StatusRecord = z.infer<typeof StatusRecord>;
 
 export interface ProviderClient {
   sendMessagelist(
@@ -151,7 +151,7 @@ export interface ProviderClient {
     count: number,
     opts?: { signal?: AbortSignal },
   ): Promise<NormalisedMessagelistResponse[]>;
-  getMessage(messageId: string, opts?: { signal?: AbortSignal }): Promise<MessageStatus>;
+  getMessage(messageId: string, opts?: { signal?: AbortSignal }): Promise<StatusRecord>;
   readonly limiter: RateLimiter;
   readonly transport: Transport;
 }

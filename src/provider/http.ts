@@ -8,12 +8,12 @@
  * times. Other 4xx are final. Nothing here knows about message shapes.
  */
 import {
-  type Clock,
   type LimitClass,
+  type MillisClock,
+  performanceClock,
   type RateLimiter,
   realSleep,
   type Sleep,
-  systemClock,
 } from './limiter.ts';
 
 export type ProviderErrorKind =
@@ -106,7 +106,7 @@ export interface TransportOptions {
   /** Shared limiter; without one, requests are not rate limited. */
   limiter?: RateLimiter;
   retry?: Partial<RetryPolicy>;
-  clock?: Clock;
+  clock?: MillisClock;
   sleep?: Sleep;
   /** In [0, 1); drives the backoff jitter. */
   random?: () => number;
@@ -186,7 +186,7 @@ export function backoffMs(retry: number, policy: RetryPolicy, random: () => numb
 export function createTransport(opts: TransportOptions): Transport {
   const doFetch = opts.fetch ?? globalThis.fetch;
   const policy = { ...DEFAULT_RETRY, ...opts.retry };
-  const clock = opts.clock ?? systemClock;
+  const clock = opts.clock ?? performanceClock;
   const sleep = opts.sleep ?? realSleep;
   const random = opts.random ?? Math.random;
   const timeoutMs = opts.timeoutMs ?? 30_000;

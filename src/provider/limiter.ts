@@ -22,8 +22,11 @@
  * longer than (burst - 1) / rate (1.49 s for messaging) to be answered.
  */
 
-/** Milliseconds since the epoch; injectable so tests can drive time. */
-export interface Clock {
+/**
+ * Milliseconds since the epoch, a number with sub-millisecond precision (clock.ts's `Clock`
+ * gives a `Date`); injectable so tests can drive time.
+ */
+export interface MillisClock {
   now(): number;
 }
 
@@ -51,7 +54,9 @@ export const DEFAULT_LIMITS = {
 export type LimitClass = keyof typeof DEFAULT_LIMITS;
 
 /** Sub-millisecond wall clock, so spacing of 10 ms is not rounded away. */
-export const systemClock: Clock = { now: () => performance.timeOrigin + performance.now() };
+export const performanceClock: MillisClock = {
+  now: () => performance.timeOrigin + performance.now(),
+};
 
 /** setTimeout as a promise; rejects with the signal's reason when aborted. */
 export const realSleep: Sleep = (ms, signal) =>
@@ -109,9 +114,13 @@ interface Bucket {
  * const cascade = createCascadeClient({ baseUrl, auth, limiter }); // same buckets
  */
 export function createRateLimiter(
-  opts: { limits?: Partial<Record<LimitClass, RateLimit>>; clock?: Clock; sleep?: Sleep } = {},
+  opts: {
+    limits?: Partial<Record<LimitClass, RateLimit>>;
+    clock?: MillisClock;
+    sleep?: Sleep;
+  } = {},
 ): RateLimiter {
-  const clock = opts.clock ?? systemClock;
+  const clock = opts.clock ?? performanceClock;
   const sleep = opts.sleep ?? realSleep;
   const limits = { ...DEFAULT_LIMITS, ...opts.limits } as Record<LimitClass, RateLimit>;
   const buckets = new Map<LimitClass, Bucket>();

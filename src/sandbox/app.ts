@@ -13,6 +13,7 @@
  * await sandbox.close();
  */
 import { Hono } from 'hono';
+import type { Organization } from '../provider/chat.ts';
 import { SandboxCredentials, type SandboxCredentialsInput } from './auth.ts';
 import { type BotRegistry, createBotRegistry } from './bots.ts';
 import {
@@ -22,7 +23,7 @@ import {
   createCallbackSender,
 } from './callbacks.ts';
 import { type CascadeEngine, createCascadeEngine } from './cascade.ts';
-import { type ChatStore, createChatStore, type Organization } from './chat.ts';
+import { type ChatStore, createChatStore } from './chat.ts';
 import { createRealClock, type ManualClock, type SandboxClock, Scheduler } from './clock.ts';
 import type {
   Fault,
@@ -41,10 +42,10 @@ import {
 } from './messages.ts';
 import { createRandom } from './random.ts';
 import {
+  type BucketLimit,
   createTokenBucket,
   DEFAULT_RATE_LIMITS,
   type RateCategory,
-  type RateLimit,
   type TokenBucket,
 } from './rate-limit.ts';
 import { botRoutes } from './routes/bots.ts';
@@ -75,7 +76,7 @@ export interface CreateSandboxOptions {
   options?: CallbackOptionsInput;
   /** How long lifecycle steps take; see messages.ts and speechcall.ts for the defaults. */
   timings?: LifecycleTimingsInput;
-  rateLimits?: Partial<Record<RateCategory, RateLimit>>;
+  rateLimits?: Partial<Record<RateCategory, BucketLimit>>;
   organizations?: readonly Organization[];
   /** Seed for shuffled callbacks and flash-call codes. */
   seed?: number;

@@ -103,7 +103,7 @@ export interface CallbackSenderDeps {
 }
 
 /** Delay before attempt `attempt + 1` after attempt `attempt` failed. */
-export function backoffMs(attempt: number, options: CallbackOptions): number {
+export function callbackRetryDelayMs(attempt: number, options: CallbackOptions): number {
   return Math.min(options.retryMaxDelayMs, options.retryBaseMs * 2 ** (attempt - 1));
 }
 
@@ -177,7 +177,9 @@ export function createCallbackSender(deps: CallbackSenderDeps): CallbackSender {
       { callbackId: record.id, url: record.url, attempt: n, status: entry.status },
       'sandbox callback failed; retrying',
     );
-    scheduler.after(backoffMs(n, options), () => withSlot(() => attempt(record, generation)));
+    scheduler.after(callbackRetryDelayMs(n, options), () =>
+      withSlot(() => attempt(record, generation)),
+    );
   }
 
   function queueFirst(record: CallbackRecord): Promise<void> {

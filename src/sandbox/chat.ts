@@ -20,12 +20,16 @@
 import { randomBytes } from 'node:crypto';
 import { sign, verify } from 'hono/jwt';
 import { z } from 'zod';
+import {
+  MAX_OPERATOR_TOKEN_MS,
+  OPERATOR_STATUS,
+  type OperatorStatus,
+  type Organization,
+  type TokenValidation,
+} from '../provider/chat.ts';
 import { type SandboxCredentials, secretEquals } from './auth.ts';
 import type { SandboxClock } from './clock.ts';
 
-export const OPERATOR_STATUS = { Active: 0, Inactive: 1, Deleted: 2 } as const;
-export const OperatorStatus = z.union([z.literal(0), z.literal(1), z.literal(2)]);
-export type OperatorStatus = z.infer<typeof OperatorStatus>;
 const STATUS_NAME = ['Active', 'Inactive', 'Deleted'] as const;
 
 /** The provider's operator status table: from status -> statuses it may move to. */
@@ -35,9 +39,6 @@ export const OPERATOR_MOVES: Readonly<Record<OperatorStatus, readonly OperatorSt
   2: [],
 };
 
-export const Organization = z.object({ id: z.number().int(), name: z.string() });
-export type Organization = z.infer<typeof Organization>;
-
 export const DEFAULT_ORGANIZATIONS: readonly Organization[] = [
   { id: 1, name: 'Sandbox organization' },
   { id: 2, name: 'Sandbox second organization' },
@@ -46,22 +47,12 @@ export const DEFAULT_ORGANIZATIONS: readonly Organization[] = [
 /** The client id the sandbox's one company has. */
 export const SANDBOX_CLIENT_ID = 1001;
 
-/** Longest operator token lifetime: the provider takes an expiresAt at most 24 hours ahead. */
-export const MAX_OPERATOR_TOKEN_MS = 24 * 60 * 60 * 1000;
-
-export interface Operator {
+/** An operator as the sandbox keeps it: always in one of its organizations. */
+export interface SandboxOperator {
   id: number;
   name: string;
   status: OperatorStatus;
   organization: Organization;
-}
-
-export interface TokenValidation {
-  isValid: boolean;
-  operatorId: number | null;
-  clientId: number | null;
-  expiresAt: string | null;
-  error: string | null;
 }
 
 export type ChatFailure = {
@@ -94,12 +85,12 @@ export interface ChatStore {
   operatorToken(operatorId: number, expiresAt: string): Promise<ChatResult<string>>;
   validateToken(token: string): Promise<TokenValidation>;
   organizations(): Organization[];
-  listOperators(organizationId: number): ChatResult<Operator[]>;
+  listOperators(organizationId: number): ChatResult<SandboxOperator[]>;
   synchronize(
     items: readonly { organizationId: number; name: string }[],
   ): ChatResult<{ id: number; name: string; status: OperatorStatus }[]>;
-  setStatus(id: number, status: OperatorStatus): ChatResult<Operator>;
-  operators(): Operator[];
+  setStatus(id: number, status: OperatorStatus): ChatResult<SandboxOperator>;
+  operators(): SandboxOperator[];
   reset(): void;
 }
 
@@ -112,7 +103,7 @@ export interface ChatStoreDeps {
 export function createChatStore(deps: ChatStoreDeps): ChatStore {
   const orgs = deps.organizations ?? DEFAULT_ORGANIZATIONS;
   let secret = randomBytes(32).toString('hex');
-  let operators = new Map<number, Operator>();
+  let operators = new Map<number, SandboxOperator>();
   let nextOperatorId = 1;
 
   async function decode(token: string): Promise<ChatResult<TokenClaims>> {
@@ -175,7 +166,7 @@ export function createChatStore(deps: ChatStoreDeps): ChatStore {
       if (operator === undefined) {
         return fail(404, 'NOT_FOUND', `operator ${operatorId} does not exist`);
       }
-      if (operator.status === OPERATOR_STATUS.Deleted) {
+      if (operator.status === OPERATOR_STATUS.deleted) {
         return fail(400, 'OPERATOR_DELETED', `operator ${operatorId} is Deleted`);
       }
       const at = Date.parse(expiresAt);
@@ -232,7 +223,7 @@ export function createChatStore(deps: ChatStoreDeps): ChatStore {
       }
       const operator = operators.get(claims.operatorId);
       if (operator === undefined) return invalid('the operator does not exist', claims);
-      if (operator.status === OPERATOR_STATUS.Deleted) {
+      if (operator.status === OPERATOR_STATUS.deleted) {
         return invalid('the operator is Deleted', claims);
       }
       return {
@@ -271,10 +262,10 @@ export function createChatStore(deps: ChatStoreDeps): ChatStore {
       }
       const created = items.map((item) => {
         const organization = orgs.find((o) => o.id === item.organizationId)!;
-        const operator: Operator = {
+        const operator: SandboxOperator = {
           id: nextOperatorId++,
           name: item.name,
-          status: OPERATOR_STATUS.Active,
+          status: OPERATOR_STATUS.active,
           organization: { ...organization },
         };
         operators.set(operator.id, operator);
@@ -287,7 +278,7 @@ export function createChatStore(deps: ChatStoreDeps): ChatStore {
       const operator = operators.get(id);
       if (operator === undefined) return fail(404, 'NOT_FOUND', `operator ${id} does not exist`);
       const from = operator.status;
-      if (from === OPERATOR_STATUS.Deleted) {
+      if (from === OPERATOR_STATUS.deleted) {
         return fail(
           400,
           'INVALID_STATUS_MOVE',

@@ -21,7 +21,7 @@
  * flashPattern('+380123456789') // '***456789'
  */
 import { z } from 'zod';
-import type { MessageStatus } from './messages.ts';
+import type { LifecycleStatus } from './messages.ts';
 
 export const SandboxDialect = z.enum(['docs', 'compact'], {
   error: (issue) =>
@@ -45,7 +45,7 @@ export type ChannelWord = DocsStatus | 'not_used';
  * read -> delivered (the docs have no `read`), failed -> undeliverable, expired ->
  * permanenterror.
  */
-export function docsWord(status: MessageStatus): DocsStatus {
+export function docsWord(status: LifecycleStatus): DocsStatus {
   switch (status) {
     case 'accepted':
       return 'scheduled';

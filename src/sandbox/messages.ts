@@ -49,7 +49,7 @@ import {
   type SandboxDialect,
 } from './dialect.ts';
 import type { Random } from './random.ts';
-import { normalizeNumber, type Outcome, type ScriptBook } from './scripts.ts';
+import { normalizeNumber, type ScriptBook, type ScriptedOutcome } from './scripts.ts';
 import {
   type CallEndReason,
   type CallEvent,
@@ -73,8 +73,16 @@ export type LifecycleTimingsInput = z.input<typeof LifecycleTimings>;
 /** Seconds a message lives when the provider gives no default TTL for its type. */
 export const FALLBACK_TTL_SECONDS = 86_400;
 
-export const MessageStatus = z.enum(['accepted', 'sent', 'delivered', 'read', 'failed', 'expired']);
-export type MessageStatus = z.infer<typeof MessageStatus>;
+/** A step of a sandbox message's lifecycle, in the words of the compact dialect's callbacks. */
+export const LifecycleStatus = z.enum([
+  'accepted',
+  'sent',
+  'delivered',
+  'read',
+  'failed',
+  'expired',
+]);
+export type LifecycleStatus = z.infer<typeof LifecycleStatus>;
 
 /**
  * The channel a message type travels on, as callbacks name it and as the docs name it in a
@@ -117,12 +125,12 @@ export interface SandboxMessage {
   to: string;
   text?: string;
   parts: number;
-  status: MessageStatus;
-  history: { status: MessageStatus; at: string }[];
+  status: LifecycleStatus;
+  history: { status: LifecycleStatus; at: string }[];
   acceptedAt: string;
   dispatchAt: string;
   expiresAt: string;
-  outcome: Outcome;
+  outcome: ScriptedOutcome;
   scripted: boolean;
   fallbacks: { index: number; messageId: string }[];
   error?: { code: string; message: string };
@@ -178,7 +186,8 @@ export type DocsSubmitItem =
       error: { code: string; message: string };
     };
 
-export interface SubmitResult {
+/** What the sandbox answers to one messagelist: its id and one item per message. */
+export interface SandboxSubmitResult {
   messagelistId: number;
   /** SubmitItem in the compact dialect, DocsSubmitItem in the docs one. */
   messages: (SubmitItem | DocsSubmitItem)[];
@@ -204,7 +213,8 @@ export interface MessageEngineDeps {
   keepMessages?: number;
 }
 
-export interface MessageFilter {
+/** Which messages the control API lists; every field given must match. */
+export interface SandboxMessageFilter {
   to?: string;
   customerMessageId?: string;
   type?: string;
@@ -218,9 +228,9 @@ export type PressResult =
 
 export interface MessageEngine {
   /** Validates and accepts what it can of one messagelist (already checked to be 1..5000). */
-  submit(inputs: readonly unknown[]): SubmitResult;
+  submit(inputs: readonly unknown[]): SandboxSubmitResult;
   get(messageId: string): SandboxMessage | undefined;
-  list(filter?: MessageFilter): SandboxMessage[];
+  list(filter?: SandboxMessageFilter): SandboxMessage[];
   calls(): CallRecord[];
   /**
    * Presses `keys` on the live call of message `ref` (its messageId or customerMessageId):
@@ -290,7 +300,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
   const parseExpiresAt = memo(Date.parse);
   const terminal = (m: SandboxMessage) => m.status === 'failed' || m.status === 'expired';
 
-  function callbackBody(m: SandboxMessage, status: MessageStatus, at: number) {
+  function callbackBody(m: SandboxMessage, status: LifecycleStatus, at: number) {
     return {
       eventId: `${m.messageId}:${status}`,
       customerMessageId: m.customerMessageId ?? null,
@@ -313,7 +323,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
   }
 
   /** Records a status and reports it; returns the callback's first attempt. */
-  function setStatus(m: SandboxMessage, status: MessageStatus, at: number): Promise<void> {
+  function setStatus(m: SandboxMessage, status: LifecycleStatus, at: number): Promise<void> {
     m.status = status;
     m.history.push({ status, at: iso(at) });
     if (docs) return reportWhole(m, status, at);
@@ -343,7 +353,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
    * or expired with a fallback still to try -> nothing; otherwise undeliverable or
    * permanenterror.
    */
-  function reportWhole(m: SandboxMessage, status: MessageStatus, at: number): Promise<void> {
+  function reportWhole(m: SandboxMessage, status: LifecycleStatus, at: number): Promise<void> {
     const primary = m.parentMessageId === undefined ? m : originals.get(m)?.primary;
     if (primary === undefined) return Promise.resolve();
     let whole: DocsStatus;
@@ -590,7 +600,8 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
       message.dtSend === undefined ? now : Date.parse(message.dtSend),
     );
     const script = scripts.take(message.to);
-    const outcome: Outcome = script?.outcome ?? (isViber(message.type) ? 'read' : 'delivered');
+    const outcome: ScriptedOutcome =
+      script?.outcome ?? (isViber(message.type) ? 'read' : 'delivered');
     const messageId = randomUUID();
     const acceptedAt = iso(now);
     const m: SandboxMessage = {

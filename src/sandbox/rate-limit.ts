@@ -9,7 +9,8 @@
  */
 import type { SandboxClock } from './clock.ts';
 
-export interface RateLimit {
+/** A token bucket's size (`burst`) and refill rate (`perSecond`). */
+export interface BucketLimit {
   perSecond: number;
   burst: number;
 }
@@ -24,7 +25,7 @@ export const DEFAULT_RATE_LIMITS = {
   messaging: { perSecond: 100, burst: 150 },
   data: { perSecond: 50, burst: 75 },
   chat: { perSecond: 100, burst: 150 },
-} as const satisfies Record<string, RateLimit>;
+} as const satisfies Record<string, BucketLimit>;
 
 export type RateCategory = keyof typeof DEFAULT_RATE_LIMITS;
 
@@ -35,7 +36,10 @@ export interface TokenBucket {
   reset(): void;
 }
 
-export function createTokenBucket(limit: RateLimit, clock: Pick<SandboxClock, 'now'>): TokenBucket {
+export function createTokenBucket(
+  limit: BucketLimit,
+  clock: Pick<SandboxClock, 'now'>,
+): TokenBucket {
   let tokens = limit.burst;
   let updatedAt = clock.now();
 

@@ -12,8 +12,8 @@ import { z } from 'zod';
 import { ScriptKey } from './speechcall.ts';
 
 /** What happens to a message: delivered, read (Viber), failed, or expired. */
-export const Outcome = z.enum(['delivered', 'read', 'failed', 'expired']);
-export type Outcome = z.infer<typeof Outcome>;
+export const ScriptedOutcome = z.enum(['delivered', 'read', 'failed', 'expired']);
+export type ScriptedOutcome = z.infer<typeof ScriptedOutcome>;
 
 /** Writes a number the way scripts are matched: digits with a leading +. */
 export function normalizeNumber(value: string): string {
@@ -31,7 +31,7 @@ export const Script = z.strictObject({
    */
   live: z.boolean().optional(),
   /** Default: delivered (and read, for Viber). */
-  outcome: Outcome.optional(),
+  outcome: ScriptedOutcome.optional(),
   /** Shown in the failed or expired callback; a default text otherwise. */
   reason: z.string().max(500).optional(),
 });

@@ -90,7 +90,8 @@ export type CallEvent =
   | { at: number; type: 'goto'; menu: number; key: DtmfKey; index: number; to: number }
   | { at: number; type: 'hangup'; reason: CallEndReason };
 
-export interface CallPlan {
+/** A scripted speech call from its answer on: what happens when, and how it ends. */
+export interface SpeechCallPlan {
   events: CallEvent[];
   endReason: CallEndReason;
   /** ms after the answer at which the call ends. */
@@ -177,12 +178,12 @@ export function planCall(
   menu: SpeechMenu,
   keys: readonly ScriptKey[],
   timings: CallTimings = DEFAULT_CALL_TIMINGS,
-): CallPlan {
+): SpeechCallPlan {
   const events: CallEvent[] = [];
   let at = 0;
   let current = 0;
   let nextKey = 0;
-  const end = (reason: CallEndReason): CallPlan => {
+  const end = (reason: CallEndReason): SpeechCallPlan => {
     events.push({ at, type: 'hangup', reason });
     return { events, endReason: reason, durationMs: at };
   };

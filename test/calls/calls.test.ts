@@ -281,9 +281,18 @@ describeEachEngine('calls', (ctx) => {
       .where(eq(callTimers.callId, body.id));
     // a fresh app on the same database stands for the process after a restart
     const restarted = buildTestApp(ctx.database());
+    const due = await db().select().from(callTimers).where(eq(callTimers.callId, body.id));
+    // the call waits for its answer under one timer
+    expect(due).toHaveLength(1);
+    // only this call's timers are due (the other tests' are in the future): exactly they fire
     let fired = 0;
-    while ((await fireDueTimers(restarted.calls)) > 0) fired++;
-    expect(fired).toBeGreaterThan(0);
+    for (
+      let n = await fireDueTimers(restarted.calls);
+      n > 0;
+      n = await fireDueTimers(restarted.calls)
+    )
+      fired += n;
+    expect(fired).toBe(due.length);
     const view = await call(body.id);
     expect(view.outcome).toBe('no-response');
     expect(view.timeline.map((e: { kind: string }) => e.kind)).toContain('timer-fired');
@@ -306,22 +315,49 @@ describeEachEngine('calls', (ctx) => {
     expect(Array.isArray(one.menuTemplate)).toBe(true);
     expect(one.params).toHaveProperty('date');
     expect((await app.request('/v1/flows/nope')).status).toBe(404);
-    const stats = await readJson(await app.request('/v1/flows/appointment-reminder/stats'));
-    expect(stats.started).toBeGreaterThan(0);
-    expect(stats.nodes.main.keys['1']).toBeGreaterThan(0);
-    expect(stats.outcomes.confirmed).toBeGreaterThan(0);
-    expect(stats.failures.failed).toBeGreaterThan(0);
+    // the counters move by exactly this test's own calls: one confirmed, one failed
+    const statsNow = async () =>
+      readJson(await app.request('/v1/flows/appointment-reminder/stats'));
+    const before = await statsNow();
+    const confirmed = await start();
+    expect((await hook(confirmed.body.id, 'main', '1')).status).toBe(200);
+    const failed = await start();
+    const failing = await app.request(
+      '/hooks/delivery',
+      json({ customerMessageId: failed.body.customerMessageId, status: 'failed' }),
+    );
+    expect(failing.status).toBe(200);
+    const stats = await statsNow();
+    expect(stats.started).toBe(before.started + 2);
+    expect(stats.nodes.main.keys['1']).toBe((before.nodes.main?.keys['1'] ?? 0) + 1);
+    expect(stats.outcomes.confirmed).toBe((before.outcomes.confirmed ?? 0) + 1);
+    expect(stats.failures.failed).toBe((before.failures.failed ?? 0) + 1);
+    // the list holds every confirmed call of the flow in this file's database, and no other
+    const [confirmedCalls] = rowsOf<{ n: string }>(
+      await db().execute(
+        sql`select count(*) as n from calls
+            where flow_id = 'appointment-reminder' and outcome = 'confirmed'`,
+      ),
+    );
     const page = await readJson(
       await app.request('/v1/calls?flow=appointment-reminder&outcome=confirmed'),
     );
-    expect(page.items.length).toBeGreaterThan(0);
+    expect(page.items).toHaveLength(Number(confirmedCalls!.n));
+    expect(page.items.map((c: { id: string }) => c.id)).toContain(confirmed.body.id);
     expect(page.items.every((c: { outcome: string }) => c.outcome === 'confirmed')).toBe(true);
   });
 
   it('reports calls by state in /metrics', async () => {
     const text = await (await app.request('/metrics')).text();
-    expect(text).toMatch(/switchboard_calls\{state="ended"\} [1-9]/);
-    expect(text).toMatch(/switchboard_calls\{state="queued"\} [1-9]/);
+    // exactly the calls of this file's database, by state
+    const byState = rowsOf<{ state: string; n: string }>(
+      await db().execute(sql`select state, count(*) as n from calls group by state`),
+    );
+    const n = (state: string) => Number(byState.find((r) => r.state === state)?.n ?? 0);
+    expect(n('ended')).toBeGreaterThan(0);
+    expect(n('queued')).toBeGreaterThan(0);
+    expect(text).toMatch(new RegExp(`^switchboard_calls\\{state="ended"\\} ${n('ended')}$`, 'm'));
+    expect(text).toMatch(new RegExp(`^switchboard_calls\\{state="queued"\\} ${n('queued')}$`, 'm'));
   });
 
   it('stores compiled versions once', async () => {

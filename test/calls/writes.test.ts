@@ -1,5 +1,5 @@
 /**
- * What a speech webhook's transaction writes, row for row (CallWrites.flush writes it all in
+ * What a speech webhook's transaction writes, row for row (writePlan writes it all in
  * one statement): the follow-up with its first event and outbox row, the call's events in
  * order with the follow-up's id (or `duplicate` when its customerMessageId was taken), the
  * timers, the snapshot, and the statistics, also when one batch holds many calls.

@@ -181,4 +181,24 @@ export async function post(url: string, body: string, signal?: AbortSignal): Pro
   }
 }
 
+/** Pacing only (a client backing off, a poll's interval): never a stand-in for an ordering. */
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * A barrier: polls `condition` (every `everyMs`) until it holds, and fails with `what` if it
+ * does not within `timeoutMs`. Resolves with the condition's first truthy value.
+ */
+export async function waitUntil<T>(
+  condition: () => T | Promise<T>,
+  what: string,
+  timeoutMs = 30_000,
+  everyMs = 25,
+): Promise<NonNullable<T>> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const value = await condition();
+    if (value) return value as NonNullable<T>;
+    if (performance.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms: ${what}`);
+    await sleep(everyMs);
+  }
+}

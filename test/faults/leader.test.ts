@@ -10,7 +10,7 @@ import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { rowsOf } from '../../src/db/client.ts';
 import { availableEngines, createTestDatabase, type TestDatabase } from '../support/db.ts';
-import { type Proc, sleep, spawnProcess } from './helpers.ts';
+import { type Proc, spawnProcess, waitUntil } from './helpers.ts';
 
 const onPostgres = availableEngines().includes('postgres');
 
@@ -85,26 +85,35 @@ describe('the dispatcher leader killed mid-batch', () => {
           (m) => m.parentMessageId === null && m.customerMessageId?.startsWith('lead-'),
         );
       };
-      // kill the leader once it has sent some, with plenty left
-      const deadline = Date.now() + 30_000;
-      let before = 0;
-      while (Date.now() < deadline) {
-        before = (await accepted()).length;
-        if (before >= 300) break;
-        await sleep(50);
-      }
-      expect(before).toBeGreaterThan(0);
+      // barrier: kill the leader once it has sent some, with plenty left
+      const before = await waitUntil(
+        async () => {
+          const n = (await accepted()).length;
+          return n >= 300 && n;
+        },
+        'the leader to send 300 messages',
+        30_000,
+        50,
+      );
+      // how far past 300 the leader got is timing; that it has not finished is the point
+      expect(before).toBeGreaterThanOrEqual(300);
       expect(before).toBeLessThan(total);
       first.child.kill('SIGKILL');
       await second.waitFor(/became dispatcher leader/, 20_000);
 
-      let records: ProviderRecord[] = [];
-      const until = Date.now() + 60_000;
-      while (Date.now() < until) {
-        records = await accepted();
-        if (records.length >= total) break;
-        await sleep(200);
-      }
+      // barrier: Switchboard's outbox is empty, so nothing more will be sent; only then are the
+      // provider's records final (a duplicate sent late would otherwise go unseen)
+      const outboxCount = async () =>
+        rowsOf<{ n: number }>(
+          await db!.database.db.execute(sql`select count(*)::int as n from outbox`),
+        )[0]!.n;
+      await waitUntil(
+        async () => (await outboxCount()) === 0,
+        'the outbox to empty after the handover',
+        60_000,
+        200,
+      );
+      const records = await accepted();
       const perMessage = new Map<string, number>();
       for (const r of records) {
         perMessage.set(r.customerMessageId!, (perMessage.get(r.customerMessageId!) ?? 0) + 1);

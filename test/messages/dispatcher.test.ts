@@ -69,9 +69,11 @@ describeEachEngine('dispatcher', (ctx) => {
   });
 
   it('sends queued messages and records the provider answer', async () => {
+    // the file's database is shared by its tests: the outbox holds this test's 3 rows only
+    expect(await outboxCount()).toBe(0);
     const cmids = await submit(3);
     const result = await dispatchOnce(deps());
-    expect(result.accepted).toBeGreaterThanOrEqual(3);
+    expect(result).toMatchObject({ claimed: 3, accepted: 3 });
     for (const cmid of cmids) {
       const v = await getMessage(ctx.database().db, cmid);
       expect(v.status).toBe('accepted');

@@ -1,6 +1,6 @@
 /**
  * How many fallbacks a stored message has is one rule written twice: `fallbacksOf` in
- * TypeScript (recordEvents) and `fallbackCountSql` in SQL (the delivery batch). The two must
+ * TypeScript and `fallbackCountSql` in SQL (the timeline's lock, message-lock.ts). The two must
  * answer alike for every payload, the docs' `fallback` object, the `fallbacks` list and a
  * cascade's chain included.
  */

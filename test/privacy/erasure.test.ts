@@ -225,13 +225,17 @@ describeEachEngine('DELETE /v1/subjects/{phone}', (ctx) => {
       let erasing: Promise<Response> | undefined;
       await dispatcher.db.transaction(async (tx) => {
         await tx.execute(sql`select id from outbox where message_id = ${m!.id} for update`);
+        const [holder] = rowsOf<{ pid: number }>(
+          await tx.execute(sql`select pg_backend_pid() as pid`),
+        );
         erasing = Promise.resolve(erase(R));
+        // barrier: the erasure's backend waits on this transaction's lock (and no other does)
         await eventually(async () => {
           const waiting = rowsOf<{ n: number | string }>(
             await db().execute(sql`select count(*) as n from pg_stat_activity
-              where datname = current_database() and wait_event_type = 'Lock'`),
+              where ${holder!.pid}::int = any(pg_blocking_pids(pid))`),
           );
-          return Number(waiting[0]?.n) > 0;
+          return Number(waiting[0]?.n) === 1;
         });
         await tx.execute(
           sql`update messages set provider_message_id = ${uniq('sent')} where id = ${m!.id}`,

@@ -6,7 +6,7 @@ import {
   messagingAuthHeaders,
 } from '../../src/provider/client.ts';
 import { ProviderError, parseRetryAfter } from '../../src/provider/http.ts';
-import { createRateLimiter } from '../../src/provider/limiter.ts';
+import { createRateLimiter, realSleep } from '../../src/provider/limiter.ts';
 import type { Message } from '../../src/provider/message.ts';
 import { type LocalServer, listen } from './helpers.ts';
 
@@ -399,8 +399,8 @@ describe('errors and retries', () => {
     await client.sendMessagelist(many(1));
     // 2 s, then the date 5 s ahead (HTTP dates have whole seconds); the limiter held back too
     expect(t.sleeps[0]).toBe(2000);
-    expect(t.sleeps.slice(1).reduce((a, b) => a + b, 0)).toBeGreaterThan(4000);
-    expect(t.sleeps.slice(1).reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(5000);
+    // the fake clock stands on a whole second, so the date is exactly 5 s ahead
+    expect(t.sleeps.slice(1).reduce((a, b) => a + b, 0)).toBe(5000);
     expect(calls).toBe(3);
   });
 
@@ -441,10 +441,27 @@ describe('errors and retries', () => {
     app.post('/bat/messagelist', (c) =>
       c.json({ error: 'x', message: 'x', status: 429 }, 429, { 'Retry-After': '30' }),
     );
-    const client = createProviderClient({ baseUrl: await start(app), auth: { apiKey: 'k' } });
+    // the real sleep, with a barrier: the abort comes once the client is waiting out the 429
+    const waits: number[] = [];
+    let waiting!: () => void;
+    const inSleep = new Promise<void>((r) => {
+      waiting = r;
+    });
+    const client = createProviderClient({
+      baseUrl: await start(app),
+      auth: { apiKey: 'k' },
+      sleep: (ms, signal) => {
+        waits.push(ms);
+        const slept = realSleep(ms, signal);
+        waiting();
+        return slept;
+      },
+    });
     const ctl = new AbortController();
     const pending = client.sendMessagelist(many(1), { signal: ctl.signal });
-    setTimeout(() => ctl.abort(new Error('shutting down')), 50);
+    await inSleep;
+    expect(waits).toEqual([30_000]);
+    ctl.abort(new Error('shutting down'));
     await expect(pending).rejects.toThrow('shutting down');
   });
 

@@ -1,5 +1,9 @@
 import { expect, test } from 'vitest';
-import { backoffMs, CallbackOptions, createCallbackSender } from '../../src/sandbox/callbacks.ts';
+import {
+  CallbackOptions,
+  callbackRetryDelayMs,
+  createCallbackSender,
+} from '../../src/sandbox/callbacks.ts';
 import { createManualClock, Scheduler } from '../../src/sandbox/clock.ts';
 import { createRandom } from '../../src/sandbox/random.ts';
 
@@ -21,7 +25,9 @@ function sender(opts: Partial<CallbackOptions>, fetchImpl: typeof fetch) {
 
 test('backoff doubles from retryBaseMs up to retryMaxDelayMs', () => {
   const o = CallbackOptions.parse({ retryBaseMs: 1000, retryMaxDelayMs: 5000 });
-  expect([1, 2, 3, 4, 5].map((n) => backoffMs(n, o))).toEqual([1000, 2000, 4000, 5000, 5000]);
+  expect([1, 2, 3, 4, 5].map((n) => callbackRetryDelayMs(n, o))).toEqual([
+    1000, 2000, 4000, 5000, 5000,
+  ]);
 });
 
 test("one message's callbacks go in order; different messages in parallel, at most maxConcurrent", async () => {
@@ -29,10 +35,14 @@ test("one message's callbacks go in order; different messages in parallel, at mo
   let most = 0;
   const order: string[] = [];
   const gates: (() => void)[] = [];
+  let arrived = () => {};
   const fetchImpl = (async (_url: string, init: RequestInit) => {
     inFlight++;
     most = Math.max(most, inFlight);
-    await new Promise<void>((r) => gates.push(r));
+    await new Promise<void>((r) => {
+      gates.push(r);
+      arrived();
+    });
     order.push(String(init.body));
     inFlight--;
     return new Response('ok');
@@ -44,12 +54,28 @@ test("one message's callbacks go in order; different messages in parallel, at mo
     s.send({ kind: 'delivery', url: 'http://x/', body: 'b1', messageId: 'b' }),
     s.send({ kind: 'delivery', url: 'http://x/', body: 'c1', messageId: 'c' }),
   ];
-  // release requests one at a time, as they come
-  while (order.length < 4) {
-    await new Promise((r) => setTimeout(r, 1));
-    gates.shift()?.();
+  /** Barrier: resolves once `n` requests wait at their gates (fails the test if they never do). */
+  const atGates = (n: number) =>
+    new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`${gates.length} requests at the provider, expected ${n}`)),
+        5000,
+      );
+      arrived = () => {
+        if (gates.length < n) return;
+        clearTimeout(timer);
+        resolve();
+      };
+      arrived();
+    });
+  // release requests one at a time, in arrival order; while more are to come, both slots are
+  // taken before one is released
+  for (let released = 0; released < 4; released++) {
+    await atGates(Math.min(2, 4 - released));
+    gates.shift()!();
   }
   await Promise.all(sends);
+  expect(order).toHaveLength(4);
   expect(most).toBe(2);
   expect(order.indexOf('"a1"')).toBeLessThan(order.indexOf('"a2"'));
   expect(s.list().every((r) => r.state === 'delivered')).toBe(true);

@@ -1,5 +1,11 @@
-import { describe, expect, test } from 'vitest';
+import { afterEach, describe, expect, test, vi } from 'vitest';
 import { createManualClock, createRealClock, Scheduler } from '../../src/sandbox/clock.ts';
+
+// The real-clock tests run on vitest's fake timers: the clock's subject is which setTimeouts it
+// arms and what it does when they fire, and a fake timer fires exactly when the test says so.
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 describe('manual clock', () => {
   test('runs due tasks in time order, each at its own time, and stops at the target', async () => {
@@ -36,6 +42,7 @@ describe('manual clock', () => {
     const clock = createManualClock(0);
     const seen: string[] = [];
     clock.schedule(10, async () => {
+      // real asynchronous work in the task (the subject: advance awaits it, however long)
       await new Promise((r) => setTimeout(r, 5));
       seen.push('first');
       clock.schedule(clock.now() + 10, () => void seen.push('chained'));
@@ -77,6 +84,7 @@ describe('scheduler', () => {
   });
 
   test('on the real clock, tasks due at one millisecond share a timer and run in order', async () => {
+    vi.useFakeTimers();
     const clock = createRealClock();
     const scheduled: number[] = [];
     const schedule = clock.schedule.bind(clock);
@@ -99,45 +107,67 @@ describe('scheduler', () => {
     scheduler.at(at + 1, () => void seen.push('c'));
     scheduler.at(at, () => void seen.push('b'));
     expect(scheduled).toEqual([at, at + 1]);
-    await new Promise((r) => setTimeout(r, 30));
-    await clock.settled();
+    expect(vi.getTimerCount()).toBe(2);
+    // both group timers fire; the async task is still at work (its own 5 ms timer)
+    await vi.advanceTimersByTimeAsync(at + 1 - clock.now());
     expect(seen).toEqual(['a', 'b', 'c']);
+    expect(settled).toBe(false);
+    // settled() waits for it
+    const done = clock.settled();
+    await vi.advanceTimersByTimeAsync(5);
+    await done;
     expect(settled).toBe(true);
+    expect(vi.getTimerCount()).toBe(0);
   });
 
   test('on the real clock, cancelAll drops grouped tasks, and later ones group anew', async () => {
+    vi.useFakeTimers();
     const scheduler = new Scheduler(createRealClock());
     const at = scheduler.now() + 5;
     const seen: string[] = [];
     scheduler.at(at, () => void seen.push('old'));
     scheduler.cancelAll();
     scheduler.at(at, () => void seen.push('new'));
-    await new Promise((r) => setTimeout(r, 30));
+    // the old group's timer is cleared, the new group's is the only one armed
+    expect(vi.getTimerCount()).toBe(1);
+    await vi.advanceTimersByTimeAsync(at - scheduler.now());
     expect(seen).toEqual(['new']);
+    expect(vi.getTimerCount()).toBe(0);
   });
 });
 
 describe('real clock', () => {
   test('runs a task scheduled in the past soon, and settled() waits for it', async () => {
+    vi.useFakeTimers();
     const clock = createRealClock();
+    let started = false;
     let done = false;
     clock.schedule(clock.now() - 1000, async () => {
+      started = true;
       await new Promise((r) => setTimeout(r, 1));
       done = true;
     });
-    await new Promise((r) => setTimeout(r, 10));
-    await clock.settled();
+    expect(started).toBe(false);
+    // "soon": on a timer of no delay, not at once
+    await vi.advanceTimersByTimeAsync(0);
+    expect(started).toBe(true);
+    expect(done).toBe(false);
+    const settled = clock.settled();
+    await vi.advanceTimersByTimeAsync(1);
+    await settled;
     expect(done).toBe(true);
   });
 
   test('a cancelled task does not run', async () => {
+    vi.useFakeTimers();
     const clock = createRealClock();
     let ran = false;
     const handle = clock.schedule(clock.now() + 5, () => {
       ran = true;
     });
     clock.cancel(handle);
-    await new Promise((r) => setTimeout(r, 20));
+    expect(vi.getTimerCount()).toBe(0);
+    await vi.advanceTimersByTimeAsync(20);
     expect(ran).toBe(false);
   });
 });

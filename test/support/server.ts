@@ -48,6 +48,7 @@ export async function eventually<T>(
     } catch (err) {
       last = err;
     }
+    // the poll's interval: `eventually` is a barrier on a real condition, with a deadline
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);

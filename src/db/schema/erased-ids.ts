@@ -7,7 +7,7 @@ import { pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 export const erasedIds = pgTable(
   'erased_ids',
   {
-    /** customerMessageId, providerMessageId or callId */
+    /** messageId (Switchboard's), customerMessageId, providerMessageId or callId */
     kind: text('kind').notNull(),
     /** hex SHA-256 of the id (the same as Postgres' `encode(sha256(...), 'hex')`) */
     hash: text('hash').notNull(),

@@ -38,6 +38,8 @@ export const messages = pgTable(
      * one still without a final status some margin after this is marked expired
      */
     expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }),
+    /** when retention removed the texts from `payload` (which then says `redacted`) */
+    contentRemovedAt: timestamp('content_removed_at', { withTimezone: true, mode: 'date' }),
     ...timestamps,
   },
   (t) => [

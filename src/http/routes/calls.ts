@@ -1,7 +1,7 @@
 /** /v1/calls: start one or many calls from a flow, read a call, list calls. */
 import { createRoute, z } from '@hono/zod-openapi';
+import { CALL_STATES } from '../../calls/deps.ts';
 import { CallList, CallView, getCall, listCalls } from '../../calls/read.ts';
-import { CALL_STATES } from '../../calls/runtime.ts';
 import {
   BatchCallsRequest,
   BatchItemResult,

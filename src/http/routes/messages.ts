@@ -90,11 +90,13 @@ const getOne = createRoute({
   method: 'get',
   path: '/v1/messages/{ref}',
   tags: ['messages'],
-  summary: 'One message with its status timeline',
+  summary: 'One message with its status timeline and what was sent',
+  description:
+    "`sent` is the message as Switchboard sends it (text, messageData, fallbacks; a call's follow-up with its rendered text). After RETENTION_DAYS its texts are removed: `sent` is null and `contentRemoved` says when. A message an erasure removed (DELETE /v1/subjects/{phone}) is not found: its 404 names it erased, with when (a detail with code `ERASED`).",
   request: { params: RefParam },
   responses: {
     200: { description: 'the message', content: { 'application/json': { schema: MessageView } } },
-    404: errorResponse('no such message'),
+    404: errorResponse('no such message (a detail with code ERASED when an erasure removed it)'),
   },
 });
 

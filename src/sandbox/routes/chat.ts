@@ -6,7 +6,8 @@
  */
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { z } from 'zod';
-import { type ChatFailure, OperatorStatus } from '../chat.ts';
+import { OperatorStatus } from '../../provider/chat.ts';
+import type { ChatFailure } from '../chat.ts';
 import type { SandboxContext } from '../context.ts';
 import { parseBody, providerError, rateLimit } from '../http.ts';
 

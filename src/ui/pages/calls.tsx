@@ -1,7 +1,7 @@
 /** Call pages: search, the list, and one call with its path, messages and timeline. */
 import type { FC } from 'hono/jsx';
+import { CALL_STATES } from '../../calls/deps.ts';
 import type { CallSummary, CallView } from '../../calls/read.ts';
-import { CALL_STATES } from '../../calls/runtime.ts';
 import { Badge, Empty, Field, Time } from '../layout.tsx';
 
 export interface CallQuery {

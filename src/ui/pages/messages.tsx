@@ -1,7 +1,7 @@
-/** Message pages (search, one message's timeline) and incoming Viber messages. */
+/** Message pages (search, one message: what was sent, its timeline) and incoming Viber messages. */
 import type { FC } from 'hono/jsx';
 import { MESSAGE_STATUSES } from '../../messages/status.ts';
-import type { MessageSummary, MessageView } from '../../messages/views.ts';
+import type { MessageSummary, MessageView, SentFallback } from '../../messages/views.ts';
 import { MESSAGE_TYPES } from '../../provider/message.ts';
 import { Badge, Empty, Field, Time } from '../layout.tsx';
 
@@ -144,6 +144,8 @@ export const MessagePage: FC<{ message: MessageView }> = ({ message: m }) => (
         </>
       )}
     </dl>
+    <h2 id="sent-heading">Sent</h2>
+    <SentTable message={m} />
     <h2 id="timeline-heading">Timeline</h2>
     <table aria-labelledby="timeline-heading">
       <thead>
@@ -175,6 +177,53 @@ export const MessagePage: FC<{ message: MessageView }> = ({ message: m }) => (
     </table>
   </>
 );
+
+/** The message and its fallbacks, one row per channel, in the order they are tried. */
+const SentTable: FC<{ message: MessageView }> = ({ message: m }) => {
+  if (!m.sent) {
+    const at = m.contentRemoved?.at;
+    return (
+      <Empty>
+        {'Its texts were removed by retention'}
+        {at ? (
+          <>
+            {' at '}
+            <Time at={at} />
+          </>
+        ) : (
+          ' (before the time was recorded)'
+        )}
+        .
+      </Empty>
+    );
+  }
+  const { fallbacks, ...first } = m.sent;
+  const channels: SentFallback[] = [first, ...(fallbacks ?? [])];
+  return (
+    <table aria-labelledby="sent-heading">
+      <thead>
+        <tr>
+          <th scope="col">Channel</th>
+          <th scope="col">From</th>
+          <th scope="col">To</th>
+          <th scope="col">Text</th>
+          <th scope="col">Other fields</th>
+        </tr>
+      </thead>
+      <tbody>
+        {channels.map(({ type, from, to, text, ...other }, i) => (
+          <tr>
+            <td>{i === 0 ? type : `${type} (fallback ${i})`}</td>
+            <td>{from}</td>
+            <td>{to}</td>
+            <td>{text ?? <span class="muted">(no text)</span>}</td>
+            <td>{Object.keys(other).length > 0 ? <code>{JSON.stringify(other)}</code> : ''}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+};
 
 export interface InboundItem {
   id: string;

@@ -1,0 +1,1 @@
+ALTER TABLE "messages" ADD COLUMN "content_removed_at" timestamp with time zone;

@@ -1,0 +1,35 @@
+/** What the call runtime is given: the clock, the flows, and the hooks it tells. */
+import type { Clock } from '../clock.ts';
+import type { Db } from '../db/client.ts';
+import type { TokenSecret } from '../flows/index.ts';
+import type { FlowVersionCache } from './flow-versions.ts';
+import type { FlowRegistry } from './registry.ts';
+
+export interface RuntimeDeps {
+  clock: Clock;
+  flows: FlowRegistry;
+  maxSmsParts?: number;
+  /** told after a commit that queued follow-ups (wakes this instance's dispatcher) */
+  onQueued?: () => void;
+  /** where pinned flow versions are cached; the process's own cache when not given */
+  versions?: FlowVersionCache;
+}
+
+export const CALL_STATES = ['queued', 'accepted', 'in-progress', 'ended', 'failed'] as const;
+export type CallState = (typeof CALL_STATES)[number];
+
+/** What the events that reach a call from outside need besides the runtime. */
+export interface EventDeps extends RuntimeDeps {
+  db: Db;
+  /** every secret a token may have been signed with (rotation: old calls keep working) */
+  verifyingSecrets: TokenSecret[];
+}
+
+/** What starting calls needs besides the runtime. */
+export interface StartDeps extends RuntimeDeps {
+  db: Db;
+  /** the newest secret signs every token of new calls */
+  signingSecret: TokenSecret;
+  /** where the provider posts key webhooks: `${PUBLIC_URL}/hooks/speechcall` */
+  hookUrl: string;
+}

@@ -1,0 +1,74 @@
+/** The request and answer bodies of POST /v1/calls and /v1/calls/batch. */
+import { z } from 'zod';
+
+export const StartCallRequest = z
+  .object({
+    flow: z.string().min(1).meta({ example: 'appointment-reminder' }),
+    to: z.string().min(1).meta({ example: '+380501234567' }),
+    from: z.string().min(1).meta({ example: 'Clinic' }),
+    vars: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .meta({ example: { name: 'Ann', date: 'Monday 10:00' } }),
+    lang: z
+      .string()
+      .optional()
+      .meta({ description: "one of the flow's languages; default its first", example: 'en' }),
+  })
+  .meta({ id: 'StartCallRequest' });
+export type StartCallRequest = z.infer<typeof StartCallRequest>;
+
+export const CallStarted = z
+  .object({
+    id: z.string(),
+    flow: z.string(),
+    flowVersion: z.string(),
+    messageId: z.string(),
+    customerMessageId: z.string(),
+    state: z.literal('queued'),
+  })
+  .meta({ id: 'CallStarted' });
+export type CallStarted = z.infer<typeof CallStarted>;
+
+export const BatchCallsRequest = z
+  .object({
+    flow: z.string().min(1),
+    from: z.string().min(1),
+    lang: z.string().optional(),
+    calls: z
+      .array(
+        z.object({
+          to: z.string(),
+          vars: z.record(z.string(), z.unknown()).optional(),
+          lang: z.string().optional(),
+        }),
+      )
+      .min(1)
+      .max(10_000),
+  })
+  .meta({
+    id: 'BatchCallsRequest',
+    example: {
+      flow: 'appointment-reminder',
+      from: 'Clinic',
+      calls: [{ to: '+380501234567', vars: { name: 'Ann', date: 'Monday 10:00' } }],
+    },
+  });
+export type BatchCallsRequest = z.infer<typeof BatchCallsRequest>;
+
+export const BatchItemResult = z
+  .object({
+    id: z.string().optional(),
+    messageId: z.string().optional(),
+    customerMessageId: z.string().optional(),
+    status: z.enum(['queued', 'rejected']),
+    error: z
+      .object({
+        code: z.string(),
+        message: z.string(),
+        details: z.array(z.object({ path: z.string(), code: z.string(), message: z.string() })),
+      })
+      .optional(),
+  })
+  .meta({ id: 'BatchCallResult' });
+export type BatchItemResult = z.infer<typeof BatchItemResult>;

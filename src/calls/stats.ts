@@ -1,0 +1,59 @@
+/**
+ * The flows' aggregate counters (`flow_stats`): counted in memory per transaction, written
+ * in key order so that concurrent transactions queue for the rows every call of a flow
+ * updates instead of deadlocking on them.
+ */
+import { type SQL, sql } from 'drizzle-orm';
+import type { Tx } from '../db/client.ts';
+
+export type StatEntry = { metric: string; subject: string; key?: string };
+
+/** counts to add, by flow, metric, subject and key */
+export type StatCounts = Map<
+  string,
+  { flowId: string; metric: string; subject: string; key: string; count: number }
+>;
+
+export function countStats(into: StatCounts, flowId: string, entries: StatEntry[]): void {
+  for (const e of entries) {
+    const key = e.key ?? '';
+    const k = `${flowId}\u0000${e.metric}\u0000${e.subject}\u0000${key}`;
+    const hit = into.get(k);
+    if (hit) hit.count++;
+    else into.set(k, { flowId, metric: e.metric, subject: e.subject, key, count: 1 });
+  }
+}
+
+/** The counts as `flowStatsUpsert` reads them, in key order. */
+function statRows(counts: StatCounts): string {
+  return JSON.stringify(
+    [...counts.entries()]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([, m], seq) => ({
+        seq,
+        flow_id: m.flowId,
+        metric: m.metric,
+        subject: m.subject,
+        key: m.key,
+        count: m.count,
+      })),
+  );
+}
+
+/** Adds the counts to the flows' counters: a statement, or the body of a CTE. */
+export function flowStatsUpsert(counts: StatCounts): SQL {
+  return sql`
+  insert into flow_stats (flow_id, metric, subject, key, count)
+  select v.flow_id, v.metric, v.subject, v.key, v.count
+  from jsonb_to_recordset(${statRows(counts)}::jsonb)
+    as v(seq int, flow_id text, metric text, subject text, key text, count bigint)
+  order by v.seq
+  on conflict (flow_id, metric, subject, key) do update set count = flow_stats.count + excluded.count`;
+}
+
+/** Adds to the flow's aggregate counters at once (kept apart from personal data). */
+export async function bumpStats(tx: Tx, flowId: string, entries: StatEntry[]): Promise<void> {
+  const counts: StatCounts = new Map();
+  countStats(counts, flowId, entries);
+  if (counts.size > 0) await tx.execute(flowStatsUpsert(counts));
+}

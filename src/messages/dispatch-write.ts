@@ -1,0 +1,104 @@
+/**
+ * The dispatcher's writes: the plan's outcomes rendered to SQL, inside the round's
+ * transaction. It sends:
+ * - `recordOutcomes`: one prepared statement per round, whatever its size, that moves the
+ *   messages' statuses, adds their `dispatch` timeline events and deletes their outbox rows,
+ *   so a recorded send can never be sent again;
+ * - `postpone`: after a failed send, one statement that puts the rows back with a backoff.
+ */
+import { sql } from 'drizzle-orm';
+import { executePrepared, type Tx } from '../db/client.ts';
+import type { Claimed } from './dispatch-claim.ts';
+import type { Outcome } from './dispatch-plan.ts';
+import { nextStatusSql } from './status.ts';
+
+/**
+ * One outcome as a JSON object for `jsonb_to_recordset`, written directly rather than built
+ * and stringified (5000 objects a round were much of this process's garbage), with no nulls
+ * (a missing key reads as null). `detail` (the timeline event's) is left out when it is just
+ * the provider message id, messagelist id and parts, as for nearly every message: Postgres
+ * builds it then, cheaper than parsing it twice.
+ */
+export function outcomeJson(o: Outcome): string {
+  // ids (uuid, bigint) and the status need no escaping; the provider's words do
+  const pmid = o.providerMessageId === null ? undefined : JSON.stringify(o.providerMessageId);
+  let row = `{"messageId":"${o.id}","outboxId":"${o.outboxId}","status":"${o.status}"`;
+  if (pmid !== undefined) row += `,"providerMessageId":${pmid}`;
+  if (o.messagelistId !== null) row += `,"messagelistId":${o.messagelistId}`;
+  if (o.parts !== null) row += `,"parts":${o.parts}`;
+  const error = o.error == null ? undefined : JSON.stringify(o.error);
+  if (error !== undefined) row += `,"error":${error}`;
+  const plain =
+    o.providerMessageId &&
+    o.messagelistId !== null &&
+    o.parts !== null &&
+    o.text === null &&
+    o.flash === undefined &&
+    !o.resent &&
+    error === undefined;
+  if (plain) return `${row}}`;
+  let detail = '';
+  if (o.providerMessageId) detail += `,"messageId":${pmid}`;
+  if (o.messagelistId !== null) detail += `,"messagelistId":${o.messagelistId}`;
+  if (o.parts !== null) detail += `,"parts":${o.parts}`;
+  if (o.text !== null) detail += `,"text":${JSON.stringify(o.text)}`;
+  if (o.flash?.callerId !== undefined) detail += `,"callerId":${JSON.stringify(o.flash.callerId)}`;
+  if (o.flash?.pattern !== undefined) detail += `,"pattern":${JSON.stringify(o.flash.pattern)}`;
+  if (o.flash?.ttl !== undefined) detail += `,"ttl":${o.flash.ttl}`;
+  if (o.resent) detail += ',"resent":true';
+  if (error !== undefined) detail += `,"error":${error}`;
+  return `${row},"detail":{${detail.slice(1)}}}`;
+}
+
+/** Records the provider's answers for many messages in one set-based statement. */
+export async function recordOutcomes(tx: Tx, outcomes: Outcome[], now: Date): Promise<void> {
+  let list = '[';
+  for (let i = 0; i < outcomes.length; i++) {
+    if (i > 0) list += ',';
+    list += outcomeJson(outcomes[i]!);
+  }
+  list += ']';
+  const at = now.toISOString();
+  // one statement, one round trip and one parse of the list, whatever the batch size: the
+  // status moves up a rank only (a callback may already have said `delivered`), and the
+  // messages the update found (so no event without its message: message_events has no
+  // foreign key) get their timeline events and lose their outbox rows
+  await executePrepared(
+    tx,
+    sql`
+    with u as (
+      update messages as m set
+        provider_message_id = coalesce(v."providerMessageId", m.provider_message_id),
+        messagelist_id = coalesce(v."messagelistId", m.messagelist_id),
+        parts = coalesce(v.parts, m.parts),
+        error = coalesce(v.error, m.error),
+        status = ${nextStatusSql(sql`m.status`, sql`v.status`)},
+        updated_at = ${at}::timestamptz
+      from jsonb_to_recordset(${list}::jsonb)
+        as v("messageId" uuid, "outboxId" bigint, status text, "providerMessageId" text,
+             "messagelistId" bigint, parts int, error jsonb, detail jsonb)
+      where m.id = v."messageId"
+      returning m.id, v."outboxId" as outbox_id, v.status,
+        coalesce(v.detail, jsonb_build_object('messageId', v."providerMessageId",
+          'messagelistId', v."messagelistId", 'parts', v.parts)) as detail),
+    e as (
+      insert into message_events (message_id, status, source, detail, at, received_at)
+      select u.id, u.status, 'dispatch', u.detail, ${at}::timestamptz, ${at}::timestamptz
+      from u)
+    delete from outbox where id = any(array(select outbox_id from u))`,
+  );
+}
+
+/** Puts rows whose send failed back in the outbox, due again at `availableAt`. */
+export async function postpone(
+  tx: Tx,
+  rows: readonly Claimed[],
+  error: string,
+  availableAt: Date,
+): Promise<void> {
+  const ids = JSON.stringify(rows.map((c) => c.outbox_id));
+  await tx.execute(sql`
+    update outbox set attempts = attempts + 1, last_error = ${error},
+      available_at = ${availableAt.toISOString()}::timestamptz
+    where id in (select value::bigint from jsonb_array_elements_text(${ids}::jsonb))`);
+}
