@@ -7,6 +7,8 @@
 import { asc, eq, inArray } from 'drizzle-orm';
 import { beforeAll, expect, it } from 'vitest';
 import type { App } from '../../src/app.ts';
+import { createCallPlan, dropTimers, setTimer } from '../../src/calls/plan.ts';
+import { writePlan } from '../../src/calls/write-plan.ts';
 import {
   callEvents,
   calls,
@@ -163,5 +165,29 @@ describeEachEngine('call writes', (ctx) => {
     expect(first.filter((k) => k === 'key')).toHaveLength(2);
     expect(first.at(-1)).toBe('hangup');
     expect(await confirmed()).toBe(before + 5);
+  });
+  it('sets a timer, replaces its fire time when set again, and drops it', async () => {
+    const id = await start();
+    const timersOf = () =>
+      db()
+        .select({ timer: callTimers.timer, fireAt: callTimers.fireAt })
+        .from(callTimers)
+        .where(eq(callTimers.callId, id))
+        .orderBy(asc(callTimers.timer));
+    const write = (fill: (plan: ReturnType<typeof createCallPlan>) => void) =>
+      db().transaction(async (tx) => {
+        const plan = createCallPlan(new Date());
+        fill(plan);
+        await writePlan(tx, plan);
+      });
+    const first = new Date('2030-01-01T10:00:00Z');
+    const later = new Date('2030-01-01T10:05:00Z');
+    await write((plan) => dropTimers(plan, id));
+    await write((plan) => setTimer(plan, id, 'answer', first));
+    expect(await timersOf()).toEqual([{ timer: 'answer', fireAt: first }]);
+    await write((plan) => setTimer(plan, id, 'answer', later));
+    expect(await timersOf()).toEqual([{ timer: 'answer', fireAt: later }]);
+    await write((plan) => setTimer(plan, id, 'answer', null));
+    expect(await timersOf()).toEqual([]);
   });
 });
