@@ -1,11 +1,13 @@
 /** The example flows do what a business would want from them (issue 5, point 6). */
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { simulateFlow } from '../../src/flows/index.ts';
 import { EXAMPLES, exampleSource, loadExample, SAMPLE_VARS } from './helpers.ts';
 
-// DESIGN.md, "The flow language", verbatim: flows/appointment-reminder.yaml must be this flow.
-const DESIGN_EXAMPLE = `
+// The README's example under "The flow language", verbatim: flows/appointment-reminder.yaml
+// must be this flow.
+const README_EXAMPLE = `
 title: Appointment reminder
 params:
   name: string
@@ -53,10 +55,12 @@ const play = (
 };
 
 describe('the example flows', () => {
-  it('include the DESIGN.md appointment reminder as written, with the schema reference', () => {
+  it("include the README's appointment reminder as written, with the schema reference", () => {
     const source = exampleSource('appointment-reminder');
-    expect(parse(source)).toEqual(parse(DESIGN_EXAMPLE));
-    for (const line of DESIGN_EXAMPLE.trim().split('\n')) expect(source).toContain(line);
+    expect(parse(source)).toEqual(parse(README_EXAMPLE));
+    for (const line of README_EXAMPLE.trim().split('\n')) expect(source).toContain(line);
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    for (const line of README_EXAMPLE.trim().split('\n')) expect(readme).toContain(line);
   });
 
   it.each(EXAMPLES)('%s has params, two languages and the editor schema reference', (id) => {

@@ -82,7 +82,7 @@ type SourceAction = FlowDefinition['menus'][string]['wrong'] extends (infer A)[]
   : never;
 
 /**
- * Plays keys against the flow as written. Its own reading of DESIGN.md: counters for the
+ * Plays keys against the flow as written. Its own reading of the README's flow language: counters for the
  * attempt and the round, a cycle-closing goto (found by its own depth-first search) starts
  * the next round, past `maxVisits` a key's goto runs the menu's wrong actions, and a goto
  * among those hangs up.

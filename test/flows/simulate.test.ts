@@ -10,7 +10,7 @@ const vars = SAMPLE_VARS['appointment-reminder'];
 const fresh = (): CompiledFlow => structuredClone(loadExample('appointment-reminder'));
 
 describe('simulateFlow', () => {
-  it('plays the DESIGN.md example path the same both ways', () => {
+  it("plays the README example's path the same both ways", () => {
     const sim = simulateFlow(fresh(), { keys: ['2', '*', '1'], vars, to: '+380501234567' });
     expect(sim.differences).toEqual([]);
     expect(sim.agree).toBe(true);
