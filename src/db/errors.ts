@@ -52,3 +52,20 @@ export function isUniqueViolation(err: unknown, constraint: string): boolean {
   }
   return false;
 }
+
+/** Postgres's words for "this text cannot be stored": U+0000, or an unpaired surrogate in jsonb. */
+const UNSTORABLE_TEXT_CODES = new Set([
+  '22021', // character_not_in_repertoire: a 0x00 byte in text
+  '22P05', // untranslatable_character: \u0000 in jsonb
+]);
+
+/**
+ * Whether `err` (or what it wraps) is Postgres refusing a character it cannot store, which
+ * only input can carry: the HTTP layer answers 400 for it, never 500.
+ */
+export function isUnstorableText(err: unknown): boolean {
+  for (const { code } of causes(err)) {
+    if (typeof code === 'string' && UNSTORABLE_TEXT_CODES.has(code)) return true;
+  }
+  return false;
+}

@@ -42,7 +42,8 @@ export function docsRoutes() {
   );
   app.get('/docs/assets/:file', async (c) => {
     const file = c.req.param('file');
-    const type = ASSETS[file];
+    // own keys only: `constructor` or `__proto__` is no asset
+    const type = Object.hasOwn(ASSETS, file) ? ASSETS[file] : undefined;
     if (!type) return c.notFound();
     let body = cache.get(file);
     if (!body) {

@@ -7,7 +7,7 @@ import type { Hook } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ZodError } from 'zod';
-import { isDatabaseUnavailable } from '../db/errors.ts';
+import { isDatabaseUnavailable, isUnstorableText } from '../db/errors.ts';
 import { AppError, type ErrorCode, type ErrorDetail, formatPath, httpStatus } from '../errors.ts';
 import type { AppEnv } from './env.ts';
 
@@ -68,6 +68,13 @@ export function onError(err: Error, c: Context<AppEnv>) {
   }
   const requestId = c.get('requestId');
   const log = c.get('logger');
+  if (isUnstorableText(err)) {
+    return errorResponse(
+      c,
+      'INVALID_ENCODING',
+      'the request holds a character that cannot be stored: U+0000 or an unpaired UTF-16 surrogate',
+    );
+  }
   if (isDatabaseUnavailable(err)) {
     log?.warn({ err: { message: err.message } }, 'database unavailable');
     c.header('Retry-After', '1');

@@ -58,15 +58,17 @@ export async function ingestViber(deps: IngestDeps, raw: RawCallback): Promise<I
     if (inboxId === undefined)
       return { duplicate: true, events: 0, matched: 0, pending: 0, problems: [] };
     let value: unknown;
+    const problems: string[] = [];
     try {
       value = /urlencoded/i.test(raw.contentType ?? '')
         ? Object.fromEntries(new URLSearchParams(raw.body))
         : JSON.parse(raw.body);
-    } catch {
+      // recursive: a body nested deeper than the stack is kept raw, as one that is no JSON
+      value = storable(value);
+    } catch (err) {
+      if (err instanceof RangeError) problems.push('body: nested too deeply to read');
       value = undefined;
     }
-    value = storable(value);
-    const problems: string[] = [];
     const items = Array.isArray(value) ? value : [value];
     const rows = [];
     for (const [i, item] of items.entries()) {

@@ -34,7 +34,8 @@ export function assetRoutes() {
   const app = new Hono<AppEnv>();
   app.get('/assets/:file', async (c) => {
     const file = c.req.param('file');
-    const asset = known[file];
+    // own keys only: `constructor` or `__proto__` is no asset
+    const asset = Object.hasOwn(known, file) ? known[file] : undefined;
     if (!asset) return c.notFound();
     let body = cache.get(file);
     if (!body) {
