@@ -24,8 +24,11 @@ const MiB = 1024 * KiB;
 // (test/http/limits.test.ts holds these sizes)
 export const LARGE_BODY = 32 * MiB;
 export const DEFAULT_BODY = 1 * MiB;
+// a speech-call webhook is one key press (a token and a few fields): refused before a big read
+export const SPEECH_HOOK_BODY = 64 * KiB;
 
 function limitFor(path: string): number {
+  if (path === '/hooks/speechcall') return SPEECH_HOOK_BODY;
   return path === '/v1/messages' ||
     path === '/v1/calls/batch' ||
     path.startsWith('/hooks/') ||
@@ -39,9 +42,13 @@ const DECIMAL = /^\d+$/;
 /** 413 in the error envelope for a body over its route's limit; see the module comment. */
 export function bodyLimits(): MiddlewareHandler<AppEnv> {
   const tooLarge = (c: Context<AppEnv>, max: number) =>
-    errorResponse(c, 'PAYLOAD_TOO_LARGE', `the request body is larger than ${max / MiB} MiB`);
+    errorResponse(
+      c,
+      'PAYLOAD_TOO_LARGE',
+      `the request body is larger than ${max < MiB ? `${max / KiB} KiB` : `${max / MiB} MiB`}`,
+    );
   const counting = new Map(
-    [LARGE_BODY, DEFAULT_BODY].map((max) => [
+    [LARGE_BODY, DEFAULT_BODY, SPEECH_HOOK_BODY].map((max) => [
       max,
       bodyLimit({ maxSize: max, onError: (c) => tooLarge(c as Context<AppEnv>, max) }),
     ]),

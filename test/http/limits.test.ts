@@ -23,11 +23,11 @@ function post(body: string, opts: { announce?: boolean; method?: string } = {}):
   };
 }
 
-async function expectTooLarge(res: Response, what: string) {
+async function expectTooLarge(res: Response, what: string, limit = /larger than \d+ MiB/) {
   expect(res.status, what).toBe(413);
   expect((await readJson(res)).error, what).toMatchObject({
     code: 'PAYLOAD_TOO_LARGE',
-    message: expect.stringMatching(/larger than \d+ MiB/),
+    message: expect.stringMatching(limit),
   });
 }
 
@@ -109,6 +109,25 @@ describeEachEngine('request body limits', (ctx) => {
       await expectTooLarge(await app.request(path, post(big, { announce: true })), path);
       await expectTooLarge(await app.request(path, post(big)), `${path} (streamed)`);
     }
+  });
+
+  it('refuses a speech-call webhook over 64 KiB before reading it, announced or streamed', async () => {
+    const over = JSON.stringify({ action: { token: 'x'.repeat(64 * 1024) } });
+    await expectTooLarge(
+      await app.request('/hooks/speechcall', post(over, { announce: true })),
+      '/hooks/speechcall',
+      /larger than 64 KiB/,
+    );
+    await expectTooLarge(
+      await app.request('/hooks/speechcall', post(over)),
+      '/hooks/speechcall (streamed)',
+      /larger than 64 KiB/,
+    );
+    // under it, the hook reads the body and judges its token
+    const under = JSON.stringify({ action: { token: 'x'.repeat(60 * 1024) } });
+    const res = await app.request('/hooks/speechcall', post(under, { announce: true }));
+    expect(res.status).toBe(401);
+    expect((await readJson(res)).error.code).toBe('UNAUTHORIZED');
   });
 
   it('holds every other route, and paths no route answers, to 1 MiB', async () => {
