@@ -29,6 +29,7 @@ import {
   type Metrics,
   metricsMiddleware,
 } from './http/metrics.ts';
+import { pageHeaders } from './http/page-headers.ts';
 import { callRoutes } from './http/routes/calls.ts';
 import { flowRoutes } from './http/routes/flows.ts';
 import { hookRoutes } from './http/routes/hooks.ts';
@@ -118,6 +119,8 @@ export function createApp(deps: AppDeps) {
   // before the body limit: a request without the token is refused before its body is read
   app.use('*', apiAuth(deps.config.apiTokens));
   app.use('*', bodyLimits());
+  app.use('/ui/*', pageHeaders());
+  app.use('/docs/*', pageHeaders());
   app.onError(onError);
   app.notFound(notFound);
 

@@ -39,6 +39,8 @@ describe('the console in Chromium', () => {
   let profile: string;
   const requests: string[] = [];
   const errors: string[] = [];
+  // what the pages' content policy blocked (the console must need nothing it forbids)
+  const blocked: string[] = [];
 
   beforeAll(async () => {
     if (!existsSync(CHROMIUM)) {
@@ -59,6 +61,9 @@ describe('the console in Chromium', () => {
     page = context.pages()[0] ?? (await context.newPage());
     page.on('request', (r) => requests.push(r.url()));
     page.on('pageerror', (e) => errors.push(e.message));
+    page.on('console', (m) => {
+      if (/Content Security Policy/i.test(m.text())) blocked.push(m.text());
+    });
   }, 60_000);
 
   afterAll(async () => {
@@ -135,5 +140,13 @@ describe('the console in Chromium', () => {
     const foreign = requests.filter((u) => !u.startsWith(server.url) && !u.startsWith('data:'));
     expect(foreign).toEqual([]);
     expect(errors).toEqual([]);
+    expect(blocked).toEqual([]);
+  }, 60_000);
+
+  it('renders the API docs under the same content policy', async () => {
+    await page.goto(`${server.url}/docs`);
+    await expect.poll(() => page.locator('.opblock').count(), WAIT).toBeGreaterThan(10);
+    expect(errors).toEqual([]);
+    expect(blocked).toEqual([]);
   }, 60_000);
 });
