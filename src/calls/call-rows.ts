@@ -7,8 +7,7 @@ import { eq, sql } from 'drizzle-orm';
 import { executePrepared, type Tx } from '../db/client.ts';
 import { type CallRow, calls, heldWebhooks } from '../db/schema/index.ts';
 import type { CompiledFlow } from '../flows/index.ts';
-import type { RuntimeDeps } from './deps.ts';
-import { compiledVersion, processFlowVersions } from './flow-versions.ts';
+import { compiledVersion } from './flow-versions.ts';
 import { jsonRowMapper, type RowJson } from './row-json.ts';
 
 /** A webhook held until its call reaches its node (`id` once it is stored). */
@@ -33,18 +32,11 @@ export type CallRowJson = RowJson & { id: string; provider_message_id?: string |
 const callFromJson = jsonRowMapper(calls);
 const heldFromJson = jsonRowMapper(heldWebhooks);
 
-type VersionDeps = Pick<RuntimeDeps, 'versions'>;
-
 /** Locks the call row (FOR UPDATE) and loads its pinned flow version. */
-export async function lockCall(
-  tx: Tx,
-  deps: VersionDeps,
-  callId: string,
-): Promise<LockedCall | undefined> {
+export async function lockCall(tx: Tx, callId: string): Promise<LockedCall | undefined> {
   const [row] = await tx.select().from(calls).where(eq(calls.id, callId)).for('update');
   if (!row) return undefined;
-  const versions = deps.versions ?? processFlowVersions;
-  return { row, compiled: await compiledVersion(tx, versions, row.flowId, row.flowVersion) };
+  return { row, compiled: await compiledVersion(tx, row.flowId, row.flowVersion) };
 }
 
 /**
@@ -54,15 +46,13 @@ export async function lockCall(
  */
 export async function lockedCalls(
   tx: Tx,
-  deps: VersionDeps,
   rows: CallRowJson[],
   held: HeldWebhook[],
 ): Promise<Map<string, KeyCall>> {
-  const versions = deps.versions ?? processFlowVersions;
   const out = new Map<string, KeyCall>();
   for (const json of rows) {
     const row = callFromJson(json);
-    const compiled = await compiledVersion(tx, versions, row.flowId, row.flowVersion);
+    const compiled = await compiledVersion(tx, row.flowId, row.flowVersion);
     out.set(row.id, {
       row,
       compiled,

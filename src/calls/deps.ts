@@ -2,7 +2,6 @@
 import type { Clock } from '../clock.ts';
 import type { Db } from '../db/client.ts';
 import type { TokenSecret } from '../flows/index.ts';
-import type { FlowVersionCache } from './flow-versions.ts';
 import type { FlowRegistry } from './registry.ts';
 
 export interface RuntimeDeps {
@@ -11,8 +10,6 @@ export interface RuntimeDeps {
   maxSmsParts?: number;
   /** told after a commit that queued follow-ups (wakes this instance's dispatcher) */
   onQueued?: () => void;
-  /** where pinned flow versions are cached; the process's own cache when not given */
-  versions?: FlowVersionCache;
 }
 
 export const CALL_STATES = ['queued', 'accepted', 'in-progress', 'ended', 'failed'] as const;

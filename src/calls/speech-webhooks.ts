@@ -48,7 +48,7 @@ async function ingestVerified(
       readHeld(tx, [...new Set([...firsts.values()].map((i) => i.callId))]),
     ]);
     const inboxIds = new Map(inserted.map((r) => [firsts.get(r.key)!, Number(r.id)]));
-    const locked = await lockedCalls(tx, deps, calls, held);
+    const locked = await lockedCalls(tx, calls, held);
     const forget: number[] = [];
     const answers: (WebhookResult | AppError)[] = [];
     for (const item of items) {
@@ -105,7 +105,6 @@ export function createSpeechWebhooks(deps: EventDeps, maxBatch = 100, concurrenc
   };
   const submit = groupCommit<Verified, WebhookResult | AppError>({
     batch: ingestAll,
-    single: async (item) => (await ingestAll([item]))[0]!,
     maxBatch,
     concurrency,
   });

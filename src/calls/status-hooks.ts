@@ -17,7 +17,7 @@ import { writePlan } from './write-plan.ts';
 export function callStatusHook(deps: EventDeps) {
   return async (tx: Tx, result: RecordResult): Promise<void> => {
     if (result.role !== 'call' || !result.callId || result.after === result.before) return;
-    const call = await lockCall(tx, deps, result.callId);
+    const call = await lockCall(tx, result.callId);
     if (!call) return;
     const { queued } = await applyStatus(tx, deps, call, result.after);
     if (queued > 0) queueMicrotask(() => deps.onQueued?.());
@@ -28,10 +28,10 @@ export function callStatusHook(deps: EventDeps) {
  * lockCall, once per call in a transaction: a second event of the same call starts from the
  * row the plan left (the lock is held already, and its writes wait for the plan's).
  */
-export function lockedOnce(tx: Tx, deps: EventDeps) {
+export function lockedOnce(tx: Tx) {
   const seen = new Map<string, LockedCall | undefined>();
   return async (callId: string): Promise<LockedCall | undefined> => {
-    if (!seen.has(callId)) seen.set(callId, await lockCall(tx, deps, callId));
+    if (!seen.has(callId)) seen.set(callId, await lockCall(tx, callId));
     return seen.get(callId);
   };
 }
@@ -51,7 +51,7 @@ export function callDispatchHook(deps: EventDeps) {
       .select({ id: messages.id, callId: messages.callId, current: messages.status })
       .from(messages)
       .where(and(inArray(messages.id, [...status.keys()]), eq(messages.role, 'call')));
-    const locked = lockedOnce(tx, deps);
+    const locked = lockedOnce(tx);
     for (const m of owned.sort((a, b) => a.callId!.localeCompare(b.callId!))) {
       const call = await locked(m.callId!);
       // the message's status may already be further on (a callback outran the answer)

@@ -20,7 +20,7 @@ export async function fireDueTimers(deps: EventDeps, limit = 100): Promise<numbe
       .orderBy(asc(callTimers.fireAt))
       .limit(limit)
       .for('update', { skipLocked: true });
-    const locked = lockedOnce(tx, deps);
+    const locked = lockedOnce(tx);
     for (const t of due) {
       await tx.delete(callTimers).where(eq(callTimers.id, t.id));
       const call = await locked(t.callId);

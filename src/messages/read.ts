@@ -6,12 +6,12 @@
  * @example
  * const view = await getMessage(db, 'order-42-sms'); // by id, customerMessageId or messageId
  */
-import { and, asc, desc, eq, gte, inArray, lt, lte, or, type SQL, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gte, lt, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { Db, Queryable } from '../db/client.ts';
-import { erasedIds, type MessageRow, messageEvents, messages } from '../db/schema/index.ts';
+import { type MessageRow, messageEvents, messages } from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
-import { type ErasedKind, hashId } from '../privacy/erased.ts';
+import { type ErasedKind, erasedAt } from '../privacy/erased.ts';
 import { removedOf, sentOf } from './sent.ts';
 import type { MessageStatus } from './status.ts';
 import type {
@@ -126,7 +126,8 @@ export async function getMessage(db: Db, ref: string): Promise<MessageView> {
     rows.find((r) => r.message.customerMessageId === ref) ??
     rows.find((r) => r.message.providerMessageId === ref);
   if (!found) {
-    const erased = await erasedAt(db, ref);
+    // only on a miss, so the fast path never pays for it
+    const erased = await erasedAt(db, isUuid(ref) ? ['messageId', ...REFS] : REFS, ref);
     if (erased) {
       // 404 still: the message is gone; the detail says why
       throw new AppError(
@@ -159,21 +160,8 @@ export async function getMessage(db: Db, ref: string): Promise<MessageView> {
   return view;
 }
 
-/**
- * When an erasure removed the message `ref` names (by any of its ids), if one did: a read
- * that found nothing, so the fast path never pays for it.
- */
-async function erasedAt(db: Db, ref: string): Promise<Date | undefined> {
-  const kinds: ErasedKind[] = ['customerMessageId', 'providerMessageId'];
-  if (isUuid(ref)) kinds.push('messageId');
-  const [row] = await db
-    .select({ at: erasedIds.erasedAt })
-    .from(erasedIds)
-    .where(and(inArray(erasedIds.kind, kinds), eq(erasedIds.hash, hashId(ref))))
-    .orderBy(asc(erasedIds.erasedAt))
-    .limit(1);
-  return row?.at;
-}
+/** What a message may be looked up by, besides its own id. */
+const REFS: ErasedKind[] = ['customerMessageId', 'providerMessageId'];
 
 /** A flash call's answer, as the dispatcher kept it on the `accepted` event of its timeline. */
 function flashcallAnswer(events: TimelineJson[]): FlashcallAnswer | undefined {

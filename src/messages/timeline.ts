@@ -36,7 +36,7 @@ export interface RecordResult {
   /** the call the message belongs to, and its role there */
   callId: string | null;
   role: string | null;
-  /** how many channels the message has to try after its first (`fallbacksOf`) */
+  /** how many channels the message has to try after its first (`fallbackCountSql`) */
   fallbacks: number;
   /** the message's type */
   type: string;
@@ -57,21 +57,10 @@ export type OnRecorded = (tx: Tx, result: RecordResult, events: NewEvent[]) => P
 export const CASCADE_CHANNELS_AFTER_FIRST = 4;
 
 /**
- * How many channels a stored message has to try after its first: its fallbacks (it is stored
- * as sent, with one fallback as a `fallback` object, the docs' form, and more as a
- * `fallbacks` list), or a cascade's chain. `fallbackCountSql` is the same rule for set-based
- * statements; a test holds the two to each other.
+ * How many channels a stored message has to try after its first, in SQL over its jsonb payload
+ * and type columns: its fallbacks (one as the docs' `fallback` object, more as a `fallbacks`
+ * list), or a cascade's chain. The planner reads it with the lock (message-lock.ts).
  */
-export function fallbacksOf(payload: unknown, type: string): number {
-  if (type === 'cascade') return CASCADE_CHANNELS_AFTER_FIRST;
-  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) return 0;
-  const p = payload as { fallbacks?: unknown; fallback?: unknown };
-  if (Array.isArray(p.fallbacks)) return p.fallbacks.length;
-  const one = p.fallback;
-  return typeof one === 'object' && one !== null && !Array.isArray(one) ? 1 : 0;
-}
-
-/** `fallbacksOf` in SQL, over a jsonb payload column and the message's type column. */
 export function fallbackCountSql(payload: SQL, type: SQL): SQL {
   return sql`(case when ${type} = 'cascade' then ${sql.raw(String(CASCADE_CHANNELS_AFTER_FIRST))}
     when jsonb_typeof(${payload}->'fallbacks') = 'array'

@@ -8,7 +8,7 @@
  * await erasedAmong(tx, 'customerMessageId', ['order-42-shipped', 'other']); // Set { 'order-42-shipped' }
  */
 import { createHash } from 'node:crypto';
-import { and, eq, inArray, type SQL, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, type SQL, sql } from 'drizzle-orm';
 import type { Queryable } from '../db/client.ts';
 import { erasedIds } from '../db/schema/index.ts';
 import type { DeliveryEvent } from '../messages/delivery-parse.ts';
@@ -56,6 +56,26 @@ export async function erasedAmong(
     for (const r of rows) found.add(byHash.get(r.hash)!);
   }
   return found;
+}
+
+/**
+ * When the earliest erasure of `id`, as any of `kinds`, happened; undefined when none did.
+ *
+ * @example
+ * await erasedAt(db, ['customerMessageId', 'providerMessageId'], 'order-42'); // a Date
+ */
+export async function erasedAt(
+  db: Queryable,
+  kinds: readonly ErasedKind[],
+  id: string,
+): Promise<Date | undefined> {
+  const [row] = await db
+    .select({ at: erasedIds.erasedAt })
+    .from(erasedIds)
+    .where(and(inArray(erasedIds.kind, [...kinds]), eq(erasedIds.hash, hashId(id))))
+    .orderBy(asc(erasedIds.erasedAt))
+    .limit(1);
+  return row?.at;
 }
 
 /**

@@ -1,16 +1,26 @@
 /**
- * How many fallbacks a stored message has is one rule written twice: `fallbacksOf` in
- * TypeScript and `fallbackCountSql` in SQL (the timeline's lock, message-lock.ts). The two must
- * answer alike for every payload, the docs' `fallback` object, the `fallbacks` list and a
- * cascade's chain included.
+ * How many fallbacks a stored message has: `fallbackCountSql` (the timeline's lock,
+ * message-lock.ts) must answer as the rule reads, written out plainly below (`fallbacksOf`),
+ * for every payload, the docs' `fallback` object, the `fallbacks` list and a cascade's chain
+ * included.
  */
 
 import { sql } from 'drizzle-orm';
 import fc from 'fast-check';
 import { expect, it } from 'vitest';
 import { rowsOf } from '../../src/db/client.ts';
-import { fallbackCountSql, fallbacksOf } from '../../src/messages/timeline.ts';
+import { CASCADE_CHANNELS_AFTER_FIRST, fallbackCountSql } from '../../src/messages/timeline.ts';
 import { describeEachEngine } from '../support/db.ts';
+
+/** The rule as read: a cascade's chain, else a `fallbacks` list, else one `fallback` object. */
+function fallbacksOf(payload: unknown, type: string): number {
+  if (type === 'cascade') return CASCADE_CHANNELS_AFTER_FIRST;
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) return 0;
+  const p = payload as { fallbacks?: unknown; fallback?: unknown };
+  if (Array.isArray(p.fallbacks)) return p.fallbacks.length;
+  const one = p.fallback;
+  return typeof one === 'object' && one !== null && !Array.isArray(one) ? 1 : 0;
+}
 
 const payload = fc.record(
   {
