@@ -5,6 +5,7 @@
  * @example
  * const config = loadConfig(process.env); // throws ConfigError naming the bad variable
  */
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { DEFAULT_LIFETIME_SECONDS } from './provider/message.ts';
 
@@ -52,9 +53,39 @@ const EnvSchema = z.object({
   PROVIDER_PASSWORD: optionalString,
   PROVIDER_API_KEY: optionalString,
   CALLBACK_TOKEN: optionalString,
+  // against a real provider, a start without CALLBACK_TOKEN is refused unless this says so
+  CALLBACKS_OPEN: bool,
   API_TOKEN: optionalString,
   UI_TOKEN: optionalString,
   WEBHOOK_SECRET: optionalString,
+  // the built-in sandbox answers loopback peers, and others only with this token
+  SANDBOX_TOKEN: optionalString,
+  // private and loopback addresses are refused to outbound requests unless this is set
+  OUTBOUND_ALLOW_PRIVATE: bool,
+  // peers whose X-Forwarded-For / X-Forwarded-Proto are believed: addresses or CIDR ranges
+  TRUSTED_PROXIES: optionalString.transform((v, ctx) => {
+    const list = (v ?? '')
+      .split(',')
+      .map((p) => p.trim())
+      .filter((p) => p !== '');
+    for (const entry of list) {
+      const [address, bits, extra] = entry.split('/');
+      const family = isIP(address ?? '');
+      const maxBits = family === 6 ? 128 : 32;
+      if (
+        family === 0 ||
+        extra !== undefined ||
+        (bits !== undefined && (!/^\d{1,3}$/.test(bits) || Number(bits) > maxBits))
+      ) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be comma-separated IP addresses or CIDR ranges (10.0.0.0/8, ::1), got "${entry}"`,
+        });
+        return z.NEVER;
+      }
+    }
+    return list;
+  }),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .optional()
@@ -142,10 +173,18 @@ export interface Config {
   providerBaseUrl: string | undefined;
   provider: { login?: string; password?: string; apiKey?: string };
   callbackToken: string | undefined;
+  /** CALLBACKS_OPEN: run without CALLBACK_TOKEN against a real provider, on purpose */
+  callbacksOpen: boolean;
   apiTokens: string[];
   /** UI_TOKEN (comma-separated, for rotation): the console's own token; empty: API_TOKEN's */
   uiTokens: string[];
   webhookSecret: string | undefined;
+  /** SANDBOX_TOKEN: lets non-loopback clients use the built-in sandbox */
+  sandboxToken: string | undefined;
+  /** OUTBOUND_ALLOW_PRIVATE: outbound requests may reach private and loopback addresses */
+  outboundAllowPrivate: boolean;
+  /** TRUSTED_PROXIES: addresses and CIDR ranges whose forwarding headers are believed */
+  trustedProxies: string[];
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   logPii: boolean;
   flowsDir: string;
@@ -203,6 +242,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       ...(e.PROVIDER_API_KEY !== undefined && { apiKey: e.PROVIDER_API_KEY }),
     },
     callbackToken: e.CALLBACK_TOKEN,
+    callbacksOpen: e.CALLBACKS_OPEN,
     apiTokens: (e.API_TOKEN ?? '')
       .split(',')
       .map((t) => t.trim())
@@ -212,6 +252,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       .map((t) => t.trim())
       .filter((t) => t !== ''),
     webhookSecret: e.WEBHOOK_SECRET,
+    sandboxToken: e.SANDBOX_TOKEN,
+    outboundAllowPrivate: e.OUTBOUND_ALLOW_PRIVATE,
+    trustedProxies: e.TRUSTED_PROXIES,
     logLevel: e.LOG_LEVEL,
     logPii: e.LOG_PII,
     flowsDir: e.FLOWS_DIR ?? './flows',

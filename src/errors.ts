@@ -19,8 +19,12 @@ export const ERROR_CODES = [
   'NOT_FOUND',
   'UNAUTHORIZED',
   'FORBIDDEN',
+  // a valid API token whose scopes do not include the one the route needs
+  'INSUFFICIENT_SCOPE',
   'CONFLICT',
   'PAYLOAD_TOO_LARGE',
+  'URI_TOO_LONG',
+  'HEADERS_TOO_LARGE',
   'RATE_LIMITED',
   'UNAVAILABLE',
   'INTERNAL',
@@ -61,7 +65,7 @@ export class AppError extends Error {
 /** The HTTP status for each error code; exhaustive, so a new code cannot be forgotten. */
 export function httpStatus(
   code: ErrorCode,
-): 400 | 401 | 403 | 404 | 405 | 409 | 413 | 415 | 429 | 500 | 503 {
+): 400 | 401 | 403 | 404 | 405 | 409 | 413 | 414 | 415 | 429 | 431 | 500 | 503 {
   switch (code) {
     case 'VALIDATION_ERROR':
     case 'MALFORMED_JSON':
@@ -77,6 +81,7 @@ export function httpStatus(
     case 'UNAUTHORIZED':
       return 401;
     case 'FORBIDDEN':
+    case 'INSUFFICIENT_SCOPE':
       return 403;
     case 'ROUTE_NOT_FOUND':
     case 'NOT_FOUND':
@@ -88,6 +93,10 @@ export function httpStatus(
       return 409;
     case 'PAYLOAD_TOO_LARGE':
       return 413;
+    case 'URI_TOO_LONG':
+      return 414;
+    case 'HEADERS_TOO_LARGE':
+      return 431;
     case 'UNSUPPORTED_MEDIA_TYPE':
       return 415;
     case 'RATE_LIMITED':
