@@ -118,10 +118,11 @@ export function requestOrigin(c: Context, proxies: AddressSet): RequestOrigin {
   const peer = socket.remoteAddress === undefined ? undefined : unmapped(socket.remoteAddress);
   const tls = (socket as Partial<TLSSocket>).encrypted === true;
   if (peer === undefined || !proxies.has(peer)) {
+    const forwarded = FORWARDING.some((name) => header(c, name) !== undefined);
     return {
       address: peer,
       inProcess: false,
-      local: peer !== undefined && isLoopback(peer),
+      local: peer !== undefined && isLoopback(peer) && !forwarded,
       secure: tls,
     };
   }
