@@ -14,11 +14,17 @@
  * go in parallel, at most `maxConcurrent` requests at once. Retries go out on their own
  * schedule. Only the latest `keepRecords` records are kept for listing.
  *
+ * Everything goes out through the outbound policy (src/http/outbound.ts). A speech menu's
+ * webhook URL and headers are whoever posted the menu's: the policy may refuse the URL, which
+ * fails the record at its first attempt with the reason (a refusal is final, so not retried),
+ * and it drops secret and hop-by-hop headers, which the record then does not list either.
+ *
  * @example
- * const sender = createCallbackSender({ scheduler, fetch, options: () => opts, random });
+ * const sender = createCallbackSender({ scheduler, send: outbound.send, options: () => opts, random });
  * await sender.send({ kind: 'delivery', url, body: { status: 'sent' } });
  */
 import { z } from 'zod';
+import { callerHeaders, OutboundRefusedError, type OutboundSend } from '../http/outbound.ts';
 import type { Scheduler } from './clock.ts';
 import type { Random } from './random.ts';
 
@@ -51,6 +57,7 @@ export interface CallbackAttempt {
   at: string;
   /** HTTP status of the answer; absent when no answer came (network error, timeout). */
   status?: number;
+  /** Why no answer came: the outbound policy's refusal, or that the receiver did not answer. */
   error?: string;
   /** True for the 503 that `failFirstCallback` makes up without sending anything. */
   simulated?: boolean;
@@ -61,6 +68,7 @@ export interface CallbackRecord {
   kind: CallbackKind;
   url: string;
   body: unknown;
+  /** What is sent besides the sandbox's own: a webhook's as the policy passes them on. */
   headers: Record<string, string>;
   /** 0 for the callback itself, 1 for the copy that `duplicateCallbacks` adds. */
   copy: number;
@@ -86,6 +94,8 @@ export interface CallbackSender {
    */
   send(request: OutboundRequest): Promise<void>;
   list(): CallbackRecord[];
+  /** Forgets the records `match` picks; attempts not made yet of them are not made. */
+  forget(match: (record: CallbackRecord) => boolean): number;
   reset(): void;
 }
 
@@ -96,7 +106,8 @@ export interface CallbackLogger {
 
 export interface CallbackSenderDeps {
   scheduler: Scheduler;
-  fetch: typeof fetch;
+  /** The outbound policy's `send` (src/http/outbound.ts). */
+  send: OutboundSend;
   options: () => CallbackOptions;
   random: Random;
   logger?: CallbackLogger;
@@ -110,6 +121,7 @@ export function callbackRetryDelayMs(attempt: number, options: CallbackOptions):
 export function createCallbackSender(deps: CallbackSenderDeps): CallbackSender {
   const { scheduler, random } = deps;
   let records: CallbackRecord[] = [];
+  const forgotten = new WeakSet<CallbackRecord>();
   let nextId = 1;
   // Per message (or URL), the tail of its first attempts; see the module comment.
   let chains = new Map<string, Promise<void>>();
@@ -133,7 +145,9 @@ export function createCallbackSender(deps: CallbackSenderDeps): CallbackSender {
   }
 
   async function attempt(record: CallbackRecord, generation: number): Promise<void> {
-    if (!scheduler.isCurrent(generation) || record.state !== 'pending') return;
+    if (!scheduler.isCurrent(generation) || record.state !== 'pending' || forgotten.has(record)) {
+      return;
+    }
     const options = deps.options();
     const n = record.attempts.length + 1;
     const entry: CallbackAttempt = { attempt: n, at: new Date(scheduler.now()).toISOString() };
@@ -142,12 +156,14 @@ export function createCallbackSender(deps: CallbackSenderDeps): CallbackSender {
       entry.status = 503;
       entry.simulated = true;
     } else {
+      const webhook = record.kind === 'webhook';
       try {
-        const response = await deps.fetch(record.url, {
+        const response = await deps.send(record.url, {
           method: 'POST',
-          headers: {
+          headers: webhook ? record.headers : {},
+          ownHeaders: {
             'content-type': 'application/json',
-            ...record.headers,
+            ...(webhook ? {} : record.headers),
             'x-sandbox-callback-id': record.id,
             'x-sandbox-attempt': String(n),
           },
@@ -159,6 +175,14 @@ export function createCallbackSender(deps: CallbackSenderDeps): CallbackSender {
         await response.arrayBuffer().catch(() => undefined);
       } catch (error) {
         entry.error = error instanceof Error ? error.message : String(error);
+        if (error instanceof OutboundRefusedError) {
+          record.state = 'failed';
+          deps.logger?.warn(
+            { callbackId: record.id, kind: record.kind, url: record.url, reason: error.reason },
+            'sandbox callback refused by the outbound policy',
+          );
+          return;
+        }
       }
     }
     if (entry.status !== undefined && entry.status >= 200 && entry.status < 300) {
@@ -214,7 +238,11 @@ export function createCallbackSender(deps: CallbackSenderDeps): CallbackSender {
           kind: request.kind,
           url: request.url,
           body: request.body,
-          headers: request.headers ?? {},
+          // a menu's headers are its author's; delivery and Viber ones are the sandbox's own
+          headers:
+            request.kind === 'webhook'
+              ? callerHeaders(request.headers ?? {})
+              : (request.headers ?? {}),
           copy,
           ...(request.messageId !== undefined && { messageId: request.messageId }),
           createdAt: new Date(scheduler.now()).toISOString(),
@@ -233,6 +261,15 @@ export function createCallbackSender(deps: CallbackSenderDeps): CallbackSender {
       return all;
     },
     list: () => records,
+    forget(match) {
+      const before = records.length;
+      records = records.filter((r) => {
+        if (!match(r)) return true;
+        forgotten.add(r);
+        return false;
+      });
+      return before - records.length;
+    },
     reset() {
       records = [];
       chains = new Map();

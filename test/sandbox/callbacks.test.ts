@@ -1,4 +1,5 @@
 import { expect, test } from 'vitest';
+import type { OutboundInit, OutboundSend } from '../../src/http/outbound.ts';
 import {
   CallbackOptions,
   callbackRetryDelayMs,
@@ -7,7 +8,7 @@ import {
 import { createManualClock, Scheduler } from '../../src/sandbox/clock.ts';
 import { createRandom } from '../../src/sandbox/random.ts';
 
-function sender(opts: Partial<CallbackOptions>, fetchImpl: typeof fetch) {
+function sender(opts: Partial<CallbackOptions>, fetchImpl: OutboundSend) {
   const clock = createManualClock(0);
   const scheduler = new Scheduler(clock);
   const options = CallbackOptions.parse(opts);
@@ -16,7 +17,7 @@ function sender(opts: Partial<CallbackOptions>, fetchImpl: typeof fetch) {
     scheduler,
     sender: createCallbackSender({
       scheduler,
-      fetch: fetchImpl,
+      send: fetchImpl,
       options: () => options,
       random: createRandom(1),
     }),
@@ -36,7 +37,7 @@ test("one message's callbacks go in order; different messages in parallel, at mo
   const order: string[] = [];
   const gates: (() => void)[] = [];
   let arrived = () => {};
-  const fetchImpl = (async (_url: string, init: RequestInit) => {
+  const fetchImpl = (async (_url: string, init: OutboundInit) => {
     inFlight++;
     most = Math.max(most, inFlight);
     await new Promise<void>((r) => {
@@ -46,7 +47,7 @@ test("one message's callbacks go in order; different messages in parallel, at mo
     order.push(String(init.body));
     inFlight--;
     return new Response('ok');
-  }) as unknown as typeof fetch;
+  }) as unknown as OutboundSend;
   const { sender: s } = sender({ maxConcurrent: 2 }, fetchImpl);
   const sends = [
     s.send({ kind: 'delivery', url: 'http://x/', body: 'a1', messageId: 'a' }),
@@ -86,7 +87,7 @@ test('reset forgets records and drops retries that were waiting', async () => {
   const fetchImpl = (async () => {
     calls++;
     return new Response('no', { status: 500 });
-  }) as unknown as typeof fetch;
+  }) as unknown as OutboundSend;
   const { sender: s, clock, scheduler } = sender({}, fetchImpl);
   await s.send({ kind: 'viber', url: 'http://x/', body: {} });
   await clock.advance(1000);

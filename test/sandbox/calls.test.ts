@@ -35,7 +35,7 @@ function speechcall(base: string) {
         introUrl: 'https://cdn.example.com/main.mp3',
         idleTimeoutMsec: 4000,
         dtmfActions: {
-          d1: [hook('confirm', { 'X-Secret': 's3' }), { action: 'hangup' }],
+          d1: [hook('confirm', { 'X-Source': 's3' }), { action: 'hangup' }],
           d2: [hook('more'), { action: 'gotoMenu', menu: 1 }],
           wrong: [hook('wrong'), { action: 'gotoMenu', menu: 0 }],
         },
@@ -64,7 +64,7 @@ describe('speech calls (seed 2.5, 2.9)', () => {
       '/ivr/confirm',
     ]);
     expect(webhooks()[3]?.body).toEqual({ from: 'Acme', to: TO, mid, action: { node: 'confirm' } });
-    expect(webhooks()[3]?.headers['x-secret']).toBe('s3');
+    expect(webhooks()[3]?.headers['x-source']).toBe('s3');
     expect(webhooks()[3]?.headers['content-type']).toBe('application/json');
 
     const calls = await json(fetch(`${s.baseUrl}/_control/calls`));

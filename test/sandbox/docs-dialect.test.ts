@@ -493,7 +493,7 @@ describe('status webhooks: {messageId, deliverystatus, timestamp, cost}, one per
                     action: 'webhook',
                     url: `${base}/ivr/confirm`,
                     body: { node: 'confirm' },
-                    headers: { 'X-Secret': 's3' },
+                    headers: { 'X-Source': 's3' },
                   },
                   { action: 'hangup' },
                 ],
@@ -508,7 +508,7 @@ describe('status webhooks: {messageId, deliverystatus, timestamp, cost}, one per
     expect(ivr.map((r) => r.body)).toEqual([
       { from: 'Acme', to: TO, mid: id, action: { node: 'confirm' } },
     ]);
-    expect(ivr[0]?.headers['x-secret']).toBe('s3');
+    expect(ivr[0]?.headers['x-source']).toBe('s3');
     expect(webhooks()).toEqual([hook(id, 'processing', 500), hook(id, 'delivered', 1000, 0.05)]);
   });
 });
