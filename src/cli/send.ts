@@ -22,6 +22,7 @@ import {
   type NormalisedMessagelistResponse,
   validateMessage,
 } from '../provider/message.ts';
+import { SANDBOX_TOKEN_HEADER } from '../sandbox/access.ts';
 import { createProgress, type Progress } from './progress.ts';
 
 export interface SendIo {
@@ -56,7 +57,8 @@ Options:
   --url <url>        Switchboard to post to (default http://localhost:$PORT, PORT=3000)
   --token <token>    bearer token for /v1 (default $API_TOKEN)
   --direct           send straight to the provider ($PROVIDER_BASE_URL with
-                     $PROVIDER_LOGIN/$PROVIDER_PASSWORD or $PROVIDER_API_KEY)
+                     $PROVIDER_LOGIN/$PROVIDER_PASSWORD or $PROVIDER_API_KEY; to a
+                     sandbox on another host, $SANDBOX_TOKEN is sent as X-Sandbox-Token)
   --batch-size <n>   messages per request (default and maximum 5000)
   --progress / --no-progress   force the progress bar on or off
   --json             print every result as JSON on stdout
@@ -479,7 +481,13 @@ async function sendDirect(
       '--direct needs PROVIDER_LOGIN and PROVIDER_PASSWORD, or PROVIDER_API_KEY',
     );
   }
-  const client = createProviderClient({ baseUrl, auth });
+  // a sandbox on another host answers only with its token
+  const sandboxToken = env.SANDBOX_TOKEN?.trim();
+  const client = createProviderClient({
+    baseUrl,
+    auth,
+    ...(sandboxToken && { extraHeaders: { [SANDBOX_TOKEN_HEADER]: sandboxToken } }),
+  });
   const maxSmsParts =
     env.MAX_SMS_PARTS && /^\d+$/.test(env.MAX_SMS_PARTS) ? Number(env.MAX_SMS_PARTS) : undefined;
 

@@ -67,6 +67,8 @@ export interface ClientOptions {
   random?: () => number;
   timeoutMs?: number;
   onEvent?: (event: TransportEvent) => void;
+  /** Sent with every request besides the auth headers (the built-in sandbox's X-Sandbox-Token). */
+  extraHeaders?: Record<string, string>;
 }
 
 /** The limiter and transport for a client: the shared plumbing, not a copy of it. */
@@ -81,7 +83,14 @@ export function clientTransport(
       ...(opts.clock ? { clock: opts.clock } : {}),
       ...(opts.sleep ? { sleep: opts.sleep } : {}),
     });
-  const transport = createTransport({ ...opts, limiter, ...(headers ? { headers } : {}) });
+  const extra = opts.extraHeaders;
+  const all =
+    extra === undefined
+      ? headers
+      : typeof headers === 'function'
+        ? () => ({ ...extra, ...headers() })
+        : { ...extra, ...headers };
+  const transport = createTransport({ ...opts, limiter, ...(all ? { headers: all } : {}) });
   return { transport, limiter };
 }
 

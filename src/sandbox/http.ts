@@ -48,13 +48,21 @@ export function providerError(
   return c.json(body, status);
 }
 
+/**
+ * A JSON media type: `application/json` or `application/<subtype>+json`, with parameters. The
+ * subtype stops at `;`: `application/x-www-form-urlencoded; a=b+json` is a form, not JSON.
+ */
+export function isJsonType(type: string): boolean {
+  return /^application\/([^\s;/]+\+)?json\s*(;|$)/i.test(type);
+}
+
 /** Reads a JSON body; a body that is not JSON is answered with 400 (invalid request format). */
 export async function readJson(
   c: Context,
   opts: { requireJsonType?: boolean } = {},
 ): Promise<{ ok: true; body: unknown } | { ok: false; response: Response }> {
   const type = c.req.header('content-type') ?? '';
-  if (opts.requireJsonType && !/^application\/(.+\+)?json\b/i.test(type)) {
+  if (opts.requireJsonType && !isJsonType(type)) {
     return {
       ok: false,
       response: providerError(

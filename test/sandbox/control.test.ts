@@ -112,12 +112,12 @@ describe('control API', () => {
     expect(again.messages[0].status).toBe('accepted');
   });
 
-  test('the summary shows credentials, clock and counts', async () => {
+  test('the summary shows which credentials there are (not their secrets), clock and counts', async () => {
     const { sandbox } = make();
     await post(sandbox.app, '/bat/messagelist', { messages: [sms(TO)] });
     const summary = await json(sandbox.app.request('/_control'));
     expect(summary).toMatchObject({
-      credentials: { login: 'sandbox', password: 'sandbox', apiKey: 'sandbox-key' },
+      credentials: { login: 'sandbox', password: '[redacted]', apiKey: '[redacted]' },
       clock: { manual: true },
       counts: { messages: 1 },
     });

@@ -1,18 +1,24 @@
 /**
  * The control API under `/_control`: what tests and the UI use to script the sandbox and to
- * see what it did. No authentication and no rate limit: it is not part of the provider, so it
- * answers alike in both dialects (errors in the compact body), except where it shows what the
- * provider reports: `reported` in message listings and the body of an incoming Viber message.
+ * see what it did. No rate limit: it is not part of the provider, so it answers alike in both
+ * dialects (errors in the compact body), except where it shows what the provider reports:
+ * `reported` in message listings and the body of an incoming Viber message. Who may use it is
+ * the sandbox's rule (access.ts: this host, or SANDBOX_TOKEN); on top of that it takes JSON
+ * bodies only and no request from another site (`controlRequests`), and it never shows a
+ * secret: credentials and secret headers of callbacks are listed as `[redacted]`.
  * See src/sandbox/README.md for every endpoint.
  */
 import { randomUUID } from 'node:crypto';
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { Recipient } from '../../provider/message.ts';
-import { CallbackKind, CallbackOptions } from '../callbacks.ts';
+import { REDACTED, redactHeaders } from '../../http/secret-headers.ts';
+import { isE164, Recipient } from '../../provider/message.ts';
+import { controlRequests } from '../access.ts';
+import { CallbackKind, CallbackOptions, type CallbackRecord } from '../callbacks.ts';
 import { CascadeChannel } from '../cascade.ts';
 import type { SandboxContext } from '../context.ts';
 import { docsInboundBody } from '../dialect.ts';
+import { eraseFromSandbox } from '../erase.ts';
 import { parseBody, providerError } from '../http.ts';
 import { LifecycleTimings, type SandboxMessage } from '../messages.ts';
 import { Script } from '../scripts.ts';
@@ -45,8 +51,12 @@ const FaultRequest = z.strictObject({
   count: z.number().int().positive().default(1),
 });
 
+/** A callback as listings show it: its secret headers (X-Callback-Token, ...) redacted. */
+const listed = (r: CallbackRecord) => ({ ...r, headers: redactHeaders(r.headers) });
+
 export function controlRoutes(ctx: SandboxContext): Hono {
   const app = new Hono();
+  app.use('*', controlRequests());
 
   /**
    * A message as the control API shows it: the sandbox's full record (fallbacks with their
@@ -65,11 +75,8 @@ export function controlRoutes(ctx: SandboxContext): Hono {
   app.get('/', (c) =>
     c.json({
       dialect: ctx.dialect,
-      credentials: {
-        login: ctx.credentials.login,
-        password: ctx.credentials.password,
-        apiKey: ctx.credentials.apiKey,
-      },
+      // which exist, not what they are: anyone reading this could play Switchboard's provider
+      credentials: { login: ctx.credentials.login, password: REDACTED, apiKey: REDACTED },
       callbackUrl: ctx.callbackUrl ?? null,
       viberCallbackUrl: ctx.viberCallbackUrl ?? null,
       clock: { now: new Date(ctx.clock.now()).toISOString(), manual: ctx.clock.manual },
@@ -136,6 +143,21 @@ export function controlRoutes(ctx: SandboxContext): Hono {
     return c.json(view(m));
   });
 
+  // forgets one person (erase.ts); the number in E.164, its "+" sent as %2B or as is
+  app.delete('/subjects/:phone', (c) => {
+    const phone = c.req.param('phone');
+    if (!isE164(phone)) {
+      return providerError(c, 400, 'BAD_REQUEST', 'phone must be E.164, such as +380501234567', [
+        {
+          path: 'phone',
+          code: 'INVALID_RECIPIENT',
+          message: 'must be E.164, such as +380501234567',
+        },
+      ]);
+    }
+    return c.json({ phone, removed: eraseFromSandbox(ctx, phone) });
+  });
+
   app.get('/calls', (c) => {
     const to = c.req.query('to');
     return c.json(ctx.messages.calls().filter((call) => to === undefined || call.to === to));
@@ -176,7 +198,8 @@ export function controlRoutes(ctx: SandboxContext): Hono {
           (r) =>
             (!kind.success || r.kind === kind.data) &&
             (messageId === undefined || r.messageId === messageId),
-        ),
+        )
+        .map(listed),
     );
   });
 
@@ -207,7 +230,7 @@ export function controlRoutes(ctx: SandboxContext): Hono {
     const callback = ctx.sender.list()[before];
     const record = { ...message, ...(callback !== undefined && { callbackId: callback.id }) };
     ctx.inbound.add(record);
-    return c.json({ ...record, callback: callback ?? null }, 202);
+    return c.json({ ...record, callback: callback === undefined ? null : listed(callback) }, 202);
   });
   app.get('/viber/inbound', (c) => c.json(ctx.inbound.list()));
 
