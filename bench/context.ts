@@ -17,6 +17,13 @@ export interface BenchContext {
   scale: number;
 }
 
+/**
+ * The server's CALLBACK_TOKEN, as deployed against a real provider (it refuses to start
+ * without one), and the header the bench's callbacks carry it in.
+ */
+export const CALLBACK_TOKEN = 'bench-callback-token';
+export const CALLBACK_HEADERS = { 'x-callback-token': CALLBACK_TOKEN };
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;

@@ -6,7 +6,7 @@
  * cheaper duplicate), so each request commits its inbox row, its timeline event and the
  * status move before the 200.
  */
-import { type BenchContext, round } from './context.ts';
+import { type BenchContext, CALLBACK_HEADERS, round } from './context.ts';
 import { seedMessages } from './lib/database.ts';
 import { type LoadResult, runLoad } from './lib/load.ts';
 import { type CpuUse, cpuMeter } from './lib/metrics.ts';
@@ -57,6 +57,7 @@ export async function benchIngest(ctx: BenchContext): Promise<IngestBench> {
       seconds: ctx.seconds,
       connections: 50,
       ...(rate !== undefined && { rate }),
+      headers: CALLBACK_HEADERS,
       request,
     });
   const ok = (r: LoadResult) =>
@@ -65,8 +66,9 @@ export async function benchIngest(ctx: BenchContext): Promise<IngestBench> {
       .reduce((a, [, n]) => a + n, 0);
 
   ctx.log('(a) warming up both endpoints');
-  await runLoad({ url: ctx.bare.url, seconds: 3, connections: 20, request });
-  await runLoad({ url: ctx.server.url, seconds: 3, connections: 20, request });
+  const warm = { seconds: 3, connections: 20, headers: CALLBACK_HEADERS, request };
+  await runLoad({ url: ctx.bare.url, ...warm });
+  await runLoad({ url: ctx.server.url, ...warm });
 
   const before = await inboxCount();
   ctx.log('(a) saturation: bare endpoint');

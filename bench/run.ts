@@ -25,7 +25,7 @@ import { startFlags } from '../scripts/start-flags.ts';
 import { openDatabase } from '../src/db/client.ts';
 import { migrateDatabase } from '../src/db/migrate.ts';
 import { benchCompile, type CompileBench } from './compile.ts';
-import { type BenchContext, round } from './context.ts';
+import { type BenchContext, CALLBACK_TOKEN, round } from './context.ts';
 import { benchDispatch, type DispatchBench } from './dispatch.ts';
 import { benchIngest, type IngestBench } from './ingest.ts';
 import { type Child, ROOT, sampleMemory, spawnChild } from './lib/children.ts';
@@ -282,6 +282,7 @@ async function main(): Promise<void> {
         HOST: '127.0.0.1',
         DATABASE_URL: db.url,
         PROVIDER_BASE_URL: sandbox.url,
+        CALLBACK_TOKEN,
         LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
       },
       ready: READY,

@@ -8,7 +8,7 @@
  * transaction that wrote the follow-up and its outbox row has committed, so the hook's
  * latency is the time from webhook to follow-up in the outbox.
  */
-import { type BenchContext, round, sleep } from './context.ts';
+import { type BenchContext, CALLBACK_HEADERS, round, sleep } from './context.ts';
 import { type LoadResult, runLoad } from './lib/load.ts';
 import { type CpuUse, cpuMeter } from './lib/metrics.ts';
 
@@ -107,6 +107,7 @@ async function prepareWebhooks(ctx: BenchContext, messageIds: string[]): Promise
     url: ctx.server.url,
     seconds: 60,
     connections: 20,
+    headers: CALLBACK_HEADERS,
     request: (i) => ({ path: '/hooks/delivery', body: answered[i % answered.length]! }),
     maxRequests: answered.length,
   });

@@ -43,3 +43,40 @@ describe('loadConfig', () => {
     expect((error as ConfigError).message).toContain(variable);
   });
 });
+
+describe('callbacks against a real provider', () => {
+  const real = { PROVIDER_BASE_URL: 'https://api.provider.example' };
+
+  it.each([
+    ['unset', {}],
+    ['blank', { CALLBACK_TOKEN: '   ' }],
+    ['with CALLBACKS_OPEN=false', { CALLBACKS_OPEN: 'false' }],
+  ])('refuses to start with CALLBACK_TOKEN %s, saying how to fix it', (_, env) => {
+    let error: unknown;
+    try {
+      loadConfig({ ...real, ...env });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).problems).toHaveLength(1);
+    expect((error as ConfigError).problems[0]?.variable).toBe('CALLBACK_TOKEN');
+    expect((error as ConfigError).message).toMatch(/CALLBACK_TOKEN: must be set/);
+    expect((error as ConfigError).message).toContain('CALLBACKS_OPEN=true');
+  });
+
+  it('starts with a token, or open when told so explicitly', () => {
+    expect(loadConfig({ ...real, CALLBACK_TOKEN: 'secret' })).toMatchObject({
+      callbackToken: 'secret',
+      callbacksOpen: false,
+    });
+    expect(loadConfig({ ...real, CALLBACKS_OPEN: 'true' })).toMatchObject({
+      callbackToken: undefined,
+      callbacksOpen: true,
+    });
+  });
+
+  it('does not ask for a token with the built-in sandbox, which is reached through this server', () => {
+    expect(loadConfig({}).callbackToken).toBeUndefined();
+  });
+});

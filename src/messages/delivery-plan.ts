@@ -10,6 +10,7 @@
  */
 import { keptBody } from '../privacy/erased.ts';
 import type { DeliveryEvent } from './delivery-parse.ts';
+import { timeRejected } from './event-time.ts';
 import { type RawCallback, storable } from './inbox.ts';
 import type { IngestResult } from './ingest.ts';
 import { matcher } from './message-lock.ts';
@@ -75,20 +76,32 @@ const duplicate = (): IngestResult => ({
 
 /**
  * A parsed callback event (or status record) as a timeline event, pointing back at its inbox
- * row when it came in one.
+ * row when it came in one. It happened when it says, unless event-time.ts does not believe
+ * that (before `createdAt`, the message's creation, or too far after `receivedAt`): then at
+ * `receivedAt`, with the claim in `detail.claimedAt` and the reason in `detail.timeRejected`.
  */
 export function toNewEvent(
   e: DeliveryEvent,
   inboxId: number | undefined,
-  now: Date,
+  receivedAt: Date,
   source: NewEvent['source'],
+  createdAt: LockedMessage['createdAt'],
 ): NewEvent {
   // assigned, not spread: see eventFrom in delivery-parse.ts
   const detail: Record<string, unknown> = inboxId === undefined ? {} : { inboxId };
   if (e.rawStatus !== e.status) detail.providerStatus = e.rawStatus;
   if (e.providerMessageIds[0]) detail.messageId = e.providerMessageIds[0];
   if (e.error != null) detail.error = e.error;
-  const event: NewEvent = { status: e.status, source, at: e.at ?? now, detail };
+  let at = receivedAt;
+  if (e.at !== undefined) {
+    const rejected = timeRejected(e.at, receivedAt, createdAt);
+    if (rejected === undefined) at = e.at;
+    else {
+      detail.claimedAt = e.at.toISOString();
+      detail.timeRejected = rejected;
+    }
+  }
+  const event: NewEvent = { status: e.status, source, at, detail };
   if (e.channel !== undefined) event.channel = e.channel;
   if (e.fallbackIndex !== undefined) event.fallbackIndex = e.fallbackIndex;
   if (e.perChannel) event.perChannel = true;
@@ -157,7 +170,7 @@ export function planDeliveries(
       if (m) {
         matched++;
         const list = perMessage.get(m.id);
-        const event = toNewEvent(e, inboxId, now, 'callback');
+        const event = toNewEvent(e, inboxId, now, 'callback', m.createdAt);
         if (list) list.push(event);
         else perMessage.set(m.id, [event]);
       } else if (isErased(e)) {
@@ -206,9 +219,10 @@ export function planDeliveries(
 export interface PendingEvent {
   id: number;
   inboxId: number;
-  /** the event as stored (its time as JSON text) */
+  /** the event as stored (its claimed time, when it had one, as JSON text) */
   detail: Omit<DeliveryEvent, 'at'> & { at?: string | Date };
-  at: Date;
+  /** when its callback was received */
+  receivedAt: Date;
 }
 
 export interface AttachPlan {
@@ -219,11 +233,14 @@ export interface AttachPlan {
   perInbox: { id: number; n: number }[];
 }
 
-/** The plan for pending events whose messages (`locked`) have appeared. */
+/**
+ * The plan for pending events whose messages (`locked`) have appeared. Each event's claimed
+ * time is judged now that its message is known (`toNewEvent`), against the time its callback
+ * was received.
+ */
 export function planAttach(
   pending: readonly PendingEvent[],
   locked: readonly LockedMessage[],
-  now: Date,
 ): AttachPlan {
   const about = matcher(locked);
   const perMessage = new Map<string, NewEvent[]>();
@@ -232,7 +249,14 @@ export function planAttach(
   for (const p of pending) {
     const m = about(p.detail);
     if (!m) continue;
-    const event = toNewEvent({ ...p.detail, at: p.at }, p.inboxId, now, 'callback');
+    const claimed = p.detail.at === undefined ? undefined : new Date(p.detail.at);
+    const event = toNewEvent(
+      { ...p.detail, at: claimed },
+      p.inboxId,
+      p.receivedAt,
+      'callback',
+      m.createdAt,
+    );
     const list = perMessage.get(m.id);
     if (list) list.push(event);
     else perMessage.set(m.id, [event]);

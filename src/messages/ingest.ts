@@ -46,7 +46,7 @@ interface PendingRead {
   id: number | string;
   inbox_id: number | string;
   detail: PendingEvent['detail'];
-  at: string | Date;
+  received_at: string | Date;
 }
 
 /**
@@ -63,7 +63,7 @@ export async function attachPending(deps: IngestDeps, limit = 500): Promise<numb
   return deps.db.transaction(async (tx) => {
     const rows = rowsOf<PendingRead>(
       await tx.execute(sql`
-        select p.id, p.inbox_id, p.detail, p.at
+        select p.id, p.inbox_id, p.detail, p.received_at
         from pending_events p
         where exists (select 1 from messages m where m.customer_message_id = p.customer_message_id)
            or exists (select 1 from messages m where m.provider_message_id = p.provider_message_id)
@@ -77,11 +77,11 @@ export async function attachPending(deps: IngestDeps, limit = 500): Promise<numb
         id: Number(r.id),
         inboxId: Number(r.inbox_id),
         detail: r.detail,
-        at: new Date(r.at),
+        receivedAt: new Date(r.received_at),
       }),
     );
     const locked = await lockMessages(tx, { events: pending.map((p) => p.detail) });
-    const plan = planAttach(pending, locked, now);
+    const plan = planAttach(pending, locked);
     await writeTimeline(tx, plan.timeline, now, {
       onRecorded: deps.onRecorded,
       also: sql`pd as (

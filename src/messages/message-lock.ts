@@ -28,7 +28,7 @@ export type LockWhat = { ids: readonly string[] } | { events: readonly EventKeys
 /** A locked message's columns, as `LockedMessage` names them (expiry's claim selects them too). */
 export const LOCKED_COLUMNS = sql`id, customer_message_id as cmid, provider_message_id as pmid,
   status, ${fallbackCountSql(sql.raw('payload'), sql.raw('type'))} as fallbacks, type,
-  call_id as "callId", role`;
+  call_id as "callId", role, created_at as "createdAt"`;
 
 /**
  * CTEs `found` (the candidates' ids) and `locked` (their rows, locked in id order). Ids travel

@@ -26,7 +26,6 @@ import type { Logger } from '../logger.ts';
 import { type DeliveryEvent, parseStatusRecord, type StatusMap } from './delivery-parse.ts';
 import { toNewEvent } from './delivery-plan.ts';
 import { LOCKED_COLUMNS, lockMessages } from './message-lock.ts';
-import type { MessageStatus } from './status.ts';
 import type { NewEvent, OnRecorded } from './timeline.ts';
 import { type LockedMessage, planTimeline } from './timeline-plan.ts';
 import { writeTimeline } from './timeline-write.ts';
@@ -116,7 +115,7 @@ async function askAbout(deps: PollDeps, m: Due): Promise<void> {
       m.id,
       parsed.events.some((e) => e.perChannel),
     );
-    const events = newsOf(parsed.events, raw, locked.status, known, at);
+    const events = newsOf(parsed.events, raw, locked, known, at);
     if (events.length === 0) return;
     const plan = planTimeline([locked], new Map([[m.id, events]]));
     await writeTimeline(tx, plan, at, { onRecorded: deps.onRecorded });
@@ -125,19 +124,21 @@ async function askAbout(deps: PollDeps, m: Due): Promise<void> {
 
 /**
  * Of a status record's events, the news: a per-channel word not already the channel's latest
- * on the timeline, and a status of the whole message other than its current one.
+ * on the timeline, and a status of the whole message other than its current one. Their times
+ * are judged as a callback's are (`toNewEvent`), `at` being when the record was read.
  */
 export function newsOf(
   parsed: readonly DeliveryEvent[],
   raw: unknown,
-  current: MessageStatus,
+  message: Pick<LockedMessage, 'status' | 'createdAt'>,
   known: ReadonlyMap<string, string>,
   at: Date,
 ): NewEvent[] {
   const events: NewEvent[] = [];
   for (const e of parsed) {
-    if (e.perChannel ? known.get(e.channel ?? '') === e.rawStatus : e.status === current) continue;
-    const event = toNewEvent(e, undefined, at, 'poll');
+    if (e.perChannel ? known.get(e.channel ?? '') === e.rawStatus : e.status === message.status)
+      continue;
+    const event = toNewEvent(e, undefined, at, 'poll', message.createdAt);
     if (!e.perChannel && event.detail) event.detail.response = raw;
     events.push(event);
   }

@@ -63,13 +63,45 @@ export async function timelineOf(db: Queryable, messageId: string): Promise<Time
     .from(messageEvents)
     .where(eq(messageEvents.messageId, messageId))
     .orderBy(asc(messageEvents.at), asc(messageEvents.id));
-  return events.map((e) => ({
+  return events.map((e) =>
+    timelineEvent({
+      status: e.status,
+      at: e.at,
+      receivedAt: e.receivedAt,
+      source: e.source as TimelineEvent['source'],
+      detail: e.detail,
+    }),
+  );
+}
+
+/**
+ * A stored event as the API shows it; an event whose claimed time was not believed
+ * (event-time.ts) shows that time and why beside `at`, the time it was received.
+ */
+function timelineEvent(e: {
+  status: string;
+  at: string | Date;
+  receivedAt: string | Date;
+  source: TimelineEvent['source'];
+  detail: unknown;
+}): TimelineEvent {
+  const event: TimelineEvent = {
     status: e.status,
-    at: e.at.toISOString(),
-    receivedAt: e.receivedAt.toISOString(),
-    source: e.source as TimelineEvent['source'],
-    ...(e.detail != null && { detail: e.detail }),
-  }));
+    at: new Date(e.at).toISOString(),
+    receivedAt: new Date(e.receivedAt).toISOString(),
+    source: e.source,
+  };
+  if (e.detail == null) return event;
+  event.detail = e.detail;
+  const d = e.detail as Record<string, unknown>;
+  if (
+    typeof d.claimedAt === 'string' &&
+    (d.timeRejected === 'before-created' || d.timeRejected === 'future')
+  ) {
+    event.claimedAt = d.claimedAt;
+    event.timeRejected = d.timeRejected;
+  }
+  return event;
 }
 
 interface TimelineJson {
@@ -142,13 +174,7 @@ export async function getMessage(db: Db, ref: string): Promise<MessageView> {
     typeof found.timeline === 'string' ? JSON.parse(found.timeline) : found.timeline;
   const view: MessageView = {
     ...toSummary(found.message),
-    timeline: events.map((e) => ({
-      status: e.status,
-      at: new Date(e.at).toISOString(),
-      receivedAt: new Date(e.receivedAt).toISOString(),
-      source: e.source,
-      ...(e.detail != null && { detail: e.detail }),
-    })),
+    timeline: events.map(timelineEvent),
     sent: sentOf(found.message.payload, found.message.type),
   };
   const removed = removedOf(found.message.payload, found.message.contentRemovedAt);

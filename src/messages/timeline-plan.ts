@@ -23,6 +23,8 @@ export interface LockedMessage {
   type: string;
   callId: string | null;
   role: string | null;
+  /** when the message was stored (ISO 8601 as the lock's JSON has it): event-time.ts judges by it */
+  createdAt: string | Date;
 }
 
 /** One `message_events` row, as the writer sends it (JSON). */

@@ -34,6 +34,14 @@ export const TimelineEvent = z
     receivedAt: z.string().meta({ description: 'when Switchboard stored it (ISO 8601)' }),
     source: z.enum(['api', 'dispatch', 'provider', 'callback', 'poll', 'call', 'expiry']),
     detail: z.unknown().optional(),
+    claimedAt: z.string().optional().meta({
+      description:
+        'the time the event claimed, when it was not believed (see timeRejected); `at` is then when it was received (ISO 8601)',
+    }),
+    timeRejected: z.enum(['before-created', 'future']).optional().meta({
+      description:
+        'why the claimed time was not believed: before the message was created, or more than 5 minutes after it was received',
+    }),
   })
   .meta({ id: 'TimelineEvent' });
 export type TimelineEvent = z.infer<typeof TimelineEvent>;

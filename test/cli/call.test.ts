@@ -99,7 +99,7 @@ describe('switchboard call', () => {
     // a provider that is not there: the calls stay queued, so nothing plays them meanwhile
     const quietDb = await createTestDatabase('pglite');
     const quiet = await startTestServer(quietDb.database, {
-      env: { PROVIDER_BASE_URL: 'http://127.0.0.1:9' },
+      env: { PROVIDER_BASE_URL: 'http://127.0.0.1:9', CALLBACK_TOKEN: 'call-test-callback-token' },
     });
     const dir = mkdtempSync(join(tmpdir(), 'sb-call-'));
     const rows = ['to,name,date'];

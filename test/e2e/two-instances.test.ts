@@ -50,10 +50,12 @@ describe.runIf(availableEngines().includes('postgres'))('two instances on one da
       );
     });
     lbUrl = `http://127.0.0.1:${(lb.address() as AddressInfo).port}`;
-    // both instances tell the provider to call back through the balancer
-    a = await startTestServer(db.database, { env: { PUBLIC_URL: lbUrl } });
+    // both instances tell the provider to call back through the balancer, with one token:
+    // a's sandbox sends it, and either instance may get the callback
+    const CALLBACK_TOKEN = 'two-instances-callback-token';
+    a = await startTestServer(db.database, { env: { PUBLIC_URL: lbUrl, CALLBACK_TOKEN } });
     b = await startTestServer(second, {
-      env: { PUBLIC_URL: lbUrl, PROVIDER_BASE_URL: `${lbUrl}/sandbox` },
+      env: { PUBLIC_URL: lbUrl, PROVIDER_BASE_URL: `${lbUrl}/sandbox`, CALLBACK_TOKEN },
     });
     targets = [a.url, b.url];
   });

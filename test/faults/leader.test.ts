@@ -45,6 +45,7 @@ describe('the dispatcher leader killed mid-batch', () => {
         env: {
           SANDBOX_PORT: '0',
           SANDBOX_CALLBACK_URL: `http://127.0.0.1:${sinkPort}/hooks/delivery`,
+          SANDBOX_CALLBACK_TOKEN: 'leader-callback-token',
         },
         ready: /listening at http:\/\/127\.0\.0\.1:(\d+)/,
       });
@@ -53,6 +54,7 @@ describe('the dispatcher leader killed mid-batch', () => {
       const env = {
         DATABASE_URL: db.url!,
         PROVIDER_BASE_URL: sandbox.url,
+        CALLBACK_TOKEN: 'leader-callback-token',
         DISPATCH_BATCH_SIZE: '25',
       };
       const first = await spawnProcess({ env });

@@ -20,6 +20,7 @@ import {
 
 // CI runs the suite on real Postgres (TEST_DATABASE_URL); this test brings its own server
 const enabled = availableEngines().includes('postgres') && canRunPrivatePostgres;
+const CALLBACK_TOKEN = 'restart-callback-token';
 
 interface Sent {
   body: string;
@@ -41,9 +42,13 @@ describe('Postgres restarted under load', () => {
     async () => {
       pg = await startPrivatePostgres();
       server = await spawnProcess({
-        env: { DATABASE_URL: pg.url, PROVIDER_BASE_URL: 'http://127.0.0.1:9' },
+        env: {
+          DATABASE_URL: pg.url,
+          PROVIDER_BASE_URL: 'http://127.0.0.1:9',
+          CALLBACK_TOKEN: CALLBACK_TOKEN,
+        },
       });
-      const url = `${server.url}/hooks/delivery`;
+      const url = `${server.url}/hooks/delivery?token=${CALLBACK_TOKEN}`;
       const sent: Sent[] = [];
       let stop = false;
       let seq = 0;

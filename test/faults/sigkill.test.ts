@@ -10,6 +10,7 @@ import { availableEngines, createTestDatabase, type TestDatabase } from '../supp
 import { type Proc, post, spawnProcess, waitUntil } from './helpers.ts';
 
 const onPostgres = availableEngines().includes('postgres');
+const CALLBACK_TOKEN = 'sigkill-callback-token';
 
 describe('the server killed with SIGKILL under callback load', () => {
   let db: TestDatabase | undefined;
@@ -22,10 +23,15 @@ describe('the server killed with SIGKILL under callback load', () => {
   it.runIf(onPostgres)('keeps every callback it acknowledged', async () => {
     db = await createTestDatabase('postgres');
     // no provider is needed here: a closed port keeps the built-in sandbox out of the way
+    // (a provider address, so the callbacks carry a token as a real provider's must)
     server = await spawnProcess({
-      env: { DATABASE_URL: db.url!, PROVIDER_BASE_URL: 'http://127.0.0.1:9' },
+      env: {
+        DATABASE_URL: db.url!,
+        PROVIDER_BASE_URL: 'http://127.0.0.1:9',
+        CALLBACK_TOKEN: CALLBACK_TOKEN,
+      },
     });
-    const url = `${server.url}/hooks/delivery`;
+    const url = `${server.url}/hooks/delivery?token=${CALLBACK_TOKEN}`;
     const acknowledged: string[] = [];
     const refused: number[] = [];
     let seq = 0;

@@ -16,6 +16,7 @@ import { dedupKey } from '../../src/messages/inbox.ts';
 import type { LockedMessage } from '../../src/messages/timeline-plan.ts';
 
 const now = new Date('2030-01-01T12:00:00Z');
+const created = '2030-01-01T10:00:00.000Z';
 
 function callback(body: unknown): ParsedCallback {
   const raw = { contentType: 'application/json', body: JSON.stringify(body) };
@@ -33,6 +34,7 @@ function locked(id: string, extra: Partial<LockedMessage> = {}): LockedMessage {
     type: 'sms',
     callId: null,
     role: null,
+    createdAt: created,
     ...extra,
   };
 }
@@ -276,6 +278,77 @@ describe('planDeliveries', () => {
   });
 });
 
+describe('claimed times (event-time.ts)', () => {
+  it('records a time before the message or beyond the margin at receipt, keeping the claim', () => {
+    const p = plan(
+      [
+        callback([
+          { customerMessageId: 'o-a', status: 'sent', timestamp: '1999-01-01T00:00:00Z' },
+          { customerMessageId: 'o-a', status: 'HANDSET_ACK', timestamp: '2030-01-02T12:00:00Z' },
+          { customerMessageId: 'o-a', status: 'delivered', timestamp: '2030-01-01T12:04:59Z' },
+          { customerMessageId: 'o-a', status: 'DELIVRD', timestamp: '2030-01-01T10:00:00Z' },
+        ]),
+      ],
+      [locked('a', { status: 'accepted' })],
+    );
+    expect(p.timeline.events.map((e) => [e.status, e.at, e.detail])).toEqual([
+      [
+        'sent',
+        now.toISOString(),
+        { inboxId: 1, claimedAt: '1999-01-01T00:00:00.000Z', timeRejected: 'before-created' },
+      ],
+      [
+        'HANDSET_ACK',
+        now.toISOString(),
+        { inboxId: 1, claimedAt: '2030-01-02T12:00:00.000Z', timeRejected: 'future' },
+      ],
+      // within the margin, and exactly at the creation: believed, nothing added
+      ['delivered', '2030-01-01T12:04:59.000Z', { inboxId: 1 }],
+      ['delivered', created, { inboxId: 1, providerStatus: 'DELIVRD' }],
+    ]);
+  });
+
+  it('orders a back-dated failure by its receipt, so it cannot overtake a delivery', () => {
+    const events = [
+      { customerMessageId: 'o-a', status: 'delivered', timestamp: '2030-01-01T11:00:00Z' },
+      { customerMessageId: 'o-a', status: 'failed', timestamp: '1999-01-01T00:00:00Z' },
+    ];
+    const p = plan([callback(events)], [locked('a', { status: 'sent' })]);
+    // at its claimed time the failure would have come first and ended the message
+    expect(p.timeline.moves[0]).toEqual({ id: 'a', before: 'sent', after: 'delivered' });
+    const believed = plan(
+      [callback(events)],
+      [locked('a', { status: 'sent', createdAt: '1998-01-01T00:00:00.000Z' })],
+    );
+    expect(believed.timeline.moves[0]!.after).toBe('failed');
+  });
+
+  it('judges a pending event when it is attached: by its message and when it was received', () => {
+    const [early, ahead, fine] = callback([
+      { customerMessageId: 'o-a', status: 'sent', timestamp: '2030-01-01T09:00:00Z' },
+      { customerMessageId: 'o-a', status: 'delivered', timestamp: '2030-01-01T11:10:00Z' },
+      { customerMessageId: 'o-a', status: 'read', timestamp: '2030-01-01T11:04:00Z' },
+    ]).events;
+    // the callback came at 11:00; the attach runs at 12:00 (the message appeared meanwhile)
+    const receivedAt = new Date('2030-01-01T11:00:00Z');
+    const stored = (e: typeof early) => JSON.parse(JSON.stringify(e));
+    const p = planAttach(
+      [
+        { id: 1, inboxId: 7, detail: stored(early), receivedAt },
+        { id: 2, inboxId: 7, detail: stored(ahead), receivedAt },
+        { id: 3, inboxId: 7, detail: stored(fine), receivedAt },
+      ],
+      [locked('a', { status: 'accepted' })],
+    );
+    expect(p.timeline.events.map((e) => [e.status, e.at, e.detail.timeRejected])).toEqual([
+      ['sent', '2030-01-01T11:00:00.000Z', 'before-created'],
+      ['delivered', '2030-01-01T11:00:00.000Z', 'future'],
+      ['read', '2030-01-01T11:04:00.000Z', undefined],
+    ]);
+    expect(p.timeline.events[0]!.detail.claimedAt).toBe('2030-01-01T09:00:00.000Z');
+  });
+});
+
 describe('planAttach', () => {
   it('attaches the events whose message is locked, and counts them per inbox row', () => {
     const [e1, e2] = callback([
@@ -285,12 +358,11 @@ describe('planAttach', () => {
     const [e3] = callback({ customerMessageId: 'o-none', status: 'sent' }).events;
     const p = planAttach(
       [
-        { id: 1, inboxId: 7, detail: e1!, at: e1!.at! },
-        { id: 2, inboxId: 7, detail: e2!, at: e2!.at! },
-        { id: 3, inboxId: 8, detail: e3!, at: now },
+        { id: 1, inboxId: 7, detail: e1!, receivedAt: now },
+        { id: 2, inboxId: 7, detail: e2!, receivedAt: now },
+        { id: 3, inboxId: 8, detail: e3!, receivedAt: now },
       ],
       [locked('a'), locked('b', { pmid: 'p-b' })],
-      now,
     );
     expect(p.attached).toEqual([1, 2]);
     expect(p.perInbox).toEqual([{ id: 7, n: 2 }]);

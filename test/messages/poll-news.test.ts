@@ -8,6 +8,7 @@ import { DEFAULT_STATUS_MAP, parseStatusRecord } from '../../src/messages/delive
 import { newsOf } from '../../src/messages/poller.ts';
 
 const at = new Date('2030-01-01T12:00:00Z');
+const createdAt = '2030-01-01T11:00:00.000Z';
 const record = {
   messageId: 'p-1',
   deliverystatus: 'delivered',
@@ -16,7 +17,7 @@ const record = {
 
 it('keeps only news, with the record beside a status of the whole message', () => {
   const { events } = parseStatusRecord(record, 'p-1', DEFAULT_STATUS_MAP);
-  const all = newsOf(events, record, 'sent', new Map(), at);
+  const all = newsOf(events, record, { status: 'sent', createdAt }, new Map(), at);
   expect(all.map((e) => [e.status, e.channel, e.source])).toEqual([
     ['delivered', undefined, 'poll'],
     ['failed', 'viber', 'poll'],
@@ -25,6 +26,45 @@ it('keeps only news, with the record beside a status of the whole message', () =
   expect(all[0]!.detail).toMatchObject({ response: record, messageId: 'p-1' });
   expect(all[1]!.detail).not.toHaveProperty('response');
   // the status it has already, and a channel word already on the timeline, are not news
-  const some = newsOf(events, record, 'delivered', new Map([['viber', 'undeliverable']]), at);
+  const some = newsOf(
+    events,
+    record,
+    { status: 'delivered', createdAt },
+    new Map([['viber', 'undeliverable']]),
+    at,
+  );
   expect(some.map((e) => `${e.channel}:${e.status}`)).toEqual(['sms:delivered']);
+});
+
+it('records a record time beyond the margin, or before the message, at the time it was read', () => {
+  const { events } = parseStatusRecord(
+    { messageId: 'p-1', deliverystatus: 'delivered', timestamp: '2030-01-02T12:00:00Z' },
+    'p-1',
+    DEFAULT_STATUS_MAP,
+  );
+  const [ahead] = newsOf(events, {}, { status: 'sent', createdAt }, new Map(), at);
+  expect(ahead).toMatchObject({
+    at,
+    detail: { claimedAt: '2030-01-02T12:00:00.000Z', timeRejected: 'future' },
+  });
+  const [early] = newsOf(
+    events,
+    {},
+    { status: 'sent', createdAt: '2030-01-03T00:00:00.000Z' },
+    new Map(),
+    new Date('2030-01-02T11:59:00Z'),
+  );
+  expect(early).toMatchObject({
+    at: new Date('2030-01-02T11:59:00Z'),
+    detail: { timeRejected: 'before-created' },
+  });
+  const [fine] = newsOf(
+    events,
+    {},
+    { status: 'sent', createdAt },
+    new Map(),
+    new Date('2030-01-02T11:59:00Z'),
+  );
+  expect(fine!.at).toEqual(new Date('2030-01-02T12:00:00Z'));
+  expect(fine!.detail).not.toHaveProperty('timeRejected');
 });

@@ -19,6 +19,7 @@ function locked(id: string, extra: Partial<LockedMessage> = {}): LockedMessage {
     type: 'sms',
     callId: null,
     role: null,
+    createdAt: '2030-01-01T00:00:00.000Z',
     ...extra,
   };
 }
