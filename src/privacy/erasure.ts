@@ -1,9 +1,12 @@
 /**
  * Erasure of one person (DELETE /v1/subjects/{phone}): every message to the number, with its
  * events and outbox row; every call to the number with its path, events, timers and held
- * webhooks, and the calls' follow-up messages; the Viber messages it sent; the callbacks still
- * waiting for those messages; and the raw callback bodies that mention the number or are
- * about those messages. Aggregates (flow statistics, flow versions) stay: they hold no one.
+ * webhooks, and the calls' follow-up messages; the Viber messages it sent (and its number in
+ * others'); the callbacks still waiting for those messages; the raw callback bodies that
+ * mention the number or are about those messages; and, with the built-in sandbox, its copies.
+ * "Mention" is any form the number is written in (redact.ts: `+`, `00`, a trunk `0`,
+ * separators, URL escapes, a JSON number). Aggregates (flow statistics, flow versions) stay:
+ * they hold no one.
  *
  * One transaction, so an erasure is all or nothing, and the ids of what was erased are
  * remembered (hashed, see erased.ts) in it, so a late callback about them is dropped and a
@@ -24,7 +27,7 @@ import { AppError } from '../errors.ts';
 import { DEFAULT_STATUS_MAP, parseDeliveryBody } from '../messages/delivery-parse.ts';
 import { isE164 } from '../provider/message.ts';
 import { recordErased } from './erased.ts';
-import { phoneDigits, phonePatternSql, redactMentions } from './redact.ts';
+import { phoneMentionSql, redactMentions } from './redact.ts';
 
 const count = (description: string) => z.number().int().min(0).meta({ description });
 
@@ -39,9 +42,15 @@ export const RemovedCounts = z
     callTimers: count('their timers not fired yet'),
     heldWebhooks: count('their key webhooks held for out-of-order arrival'),
     inboundMessages: count('incoming Viber messages from the number'),
+    inboundMessagesRedacted: count(
+      'incoming messages from others that mention the number, kept with it cut out',
+    ),
     rawCallbacks: count('raw callback bodies deleted: about the number and no one else'),
     rawCallbacksRedacted: count(
       'raw callback bodies about others too, kept with the number and its message ids cut out',
+    ),
+    sandbox: count(
+      'records the built-in provider sandbox forgot: its messages, calls, callbacks, incoming messages, scripts and bot users that mention the number (0 against the real provider)',
     ),
   })
   .meta({ id: 'RemovedCounts' });
@@ -266,18 +275,32 @@ const messages: ErasureStep = {
 const inboundMessages: ErasureStep = {
   name: 'inbound messages',
   async run(tx, s) {
-    // Viber may write the sender with or without the +
-    const spellings = [s.phone, phoneDigits(s.phone)];
+    // the sender as Viber wrote it: with or without the +, or in any other form
     const gone = await rows<{ inbox_id: string | number }>(
       tx,
-      sql`delete from inbound_messages where "from" in ${idList(spellings, 'text')}
+      sql`delete from inbound_messages where ${phoneMentionSql(sql`"from"`, s.phone)}
           returning inbox_id`,
     );
     addInboxIds(
       s,
       gone.map((r) => r.inbox_id),
     );
-    return { inboundMessages: gone.length };
+    // others' messages that mention the number (a friend's, in the text) stay, without it
+    const mentioning = await rows<{ id: string; text: string | null; data: string | null }>(
+      tx,
+      sql`select id, text, data::text as data from inbound_messages
+          where ${phoneMentionSql(sql`(coalesce(text, '') || ' ' || coalesce(data::text, ''))`, s.phone)}
+          order by id for update`,
+    );
+    const phones = [s.phone];
+    for (const row of mentioning) {
+      const text = row.text === null ? null : redactMentions(row.text, { phones });
+      const data = row.data === null ? null : redactMentions(row.data, { phones });
+      await tx.execute(
+        sql`update inbound_messages set text = ${text}, data = ${data}::jsonb where id = ${row.id}`,
+      );
+    }
+    return { inboundMessages: gone.length, inboundMessagesRedacted: mentioning.length };
   },
 };
 
@@ -298,8 +321,7 @@ const rawCallbacks: ErasureStep = {
   async run(tx, s) {
     const mentioning = await rows<{ id: string | number }>(
       tx,
-      sql`select id from inbox
-          where position(${phoneDigits(s.phone)} in body) > 0 and body ~ ${phonePatternSql(s.phone)}`,
+      sql`select id from inbox where ${phoneMentionSql(sql`body`, s.phone)}`,
     );
     addInboxIds(
       s,
@@ -395,17 +417,28 @@ function noneRemoved(): RemovedCounts {
     callTimers: 0,
     heldWebhooks: 0,
     inboundMessages: 0,
+    inboundMessagesRedacted: 0,
     rawCallbacks: 0,
     rawCallbacksRedacted: 0,
+    sandbox: 0,
   };
+}
+
+/** What erasure needs: the database, the clock, and the built-in sandbox when there is one. */
+export interface ErasureDeps {
+  db: Db;
+  clock: Clock;
+  /** forgets the number in the built-in sandbox, returning how many records went */
+  eraseInSandbox?: (phone: string) => number;
 }
 
 /**
  * Erases everything Switchboard holds about `phone` (E.164), in one transaction, and says how
- * much of each kind it removed. Erasing again finds nothing and reports zeros.
+ * much of each kind it removed; then, once that is committed, the built-in sandbox's copies.
+ * Erasing again finds nothing and reports zeros.
  */
 export async function eraseSubject(
-  deps: { db: Db; clock: Clock },
+  deps: ErasureDeps,
   phone: string,
   steps: readonly ErasureStep[] = ERASURE_STEPS,
 ): Promise<ErasureReport> {
@@ -432,5 +465,6 @@ export async function eraseSubject(
       }
     }
   });
+  if (deps.eraseInSandbox) removed.sandbox = deps.eraseInSandbox(phone);
   return { phone, erasedAt: deps.clock.now().toISOString(), removed };
 }

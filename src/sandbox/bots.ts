@@ -30,6 +30,8 @@ export interface BotRegistry {
   ): { created: boolean; count: number };
   users(kind?: BotKind, token?: string): BotUserRecord[];
   hasPhone(kind: BotKind, phone: string): boolean;
+  /** Forgets the users `mentions` picks (by any field: phone, name); returns how many. */
+  forget(mentions: (user: BotUserRecord) => boolean): number;
   reset(): void;
 }
 
@@ -59,6 +61,15 @@ export function createBotRegistry(): BotRegistry {
       return this.users(kind).some(
         (u) => typeof u.user.phone === 'string' && normalizeNumber(u.user.phone) === wanted,
       );
+    },
+    forget(mentions) {
+      let n = 0;
+      for (const users of bots.values()) {
+        for (const [id, u] of [...users]) {
+          if (mentions(u)) n += Number(users.delete(id));
+        }
+      }
+      return n;
     },
     reset() {
       bots = new Map();

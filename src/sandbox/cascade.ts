@@ -179,6 +179,12 @@ export interface CascadeEngine {
   variables(account: string): TypedCascadeVariable[];
   get(id: string): CascadeRecord | undefined;
   list(): CascadeRecord[];
+  /**
+   * Forgets what `mentions` picks: messages (their lifecycles report nothing more), scripted
+   * reachability of a recipient, uploaded variables; returns the messages forgotten and how
+   * many other records went.
+   */
+  forget(mentions: (value: unknown) => boolean): { messages: CascadeRecord[]; other: number };
   reset(): void;
 }
 
@@ -193,6 +199,7 @@ export function createCascadeEngine(deps: CascadeDeps): CascadeEngine {
   let uploads = new Map<string, Map<string, TypedCascadeVariable>>();
   let nextTrackin = 1;
   const iso = (ms: number) => new Date(ms).toISOString();
+  const forgotten = new WeakSet<CascadeRecord>();
 
   function reachable(recipient: string): CascadeChannel[] {
     const key = normalizeNumber(recipient);
@@ -220,7 +227,7 @@ export function createCascadeEngine(deps: CascadeDeps): CascadeEngine {
   ): Promise<void> {
     if (status === 'expired') r.status = 'failed';
     else if (status !== 'accepted' && status !== 'scheduled') r.status = status;
-    if (deps.callbackUrl === undefined) return Promise.resolve();
+    if (deps.callbackUrl === undefined || forgotten.has(r)) return Promise.resolve();
     if (dialect === 'docs') {
       const word: DocsStatus | undefined =
         status === 'scheduled'
@@ -393,6 +400,24 @@ export function createCascadeEngine(deps: CascadeDeps): CascadeEngine {
     variables: (account) => [...(uploads.get(account)?.values() ?? [])],
     get: (id) => records.get(id) ?? [...records.values()].find((r) => r.trackinId === id),
     list: () => [...records.values()],
+    forget(mentions) {
+      const gone = [...records.values()].filter(mentions);
+      for (const r of gone) {
+        forgotten.add(r);
+        records.delete(r.messageId);
+        whole.delete(r.messageId);
+      }
+      let other = 0;
+      for (const recipient of [...scripted.keys()]) {
+        if (mentions(recipient)) other += Number(scripted.delete(recipient));
+      }
+      for (const mine of uploads.values()) {
+        for (const [key, v] of [...mine]) {
+          if (mentions(v.value)) other += Number(mine.delete(key));
+        }
+      }
+      return { messages: gone, other };
+    },
     reset() {
       records = new Map();
       scripted = new Map();

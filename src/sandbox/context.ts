@@ -74,6 +74,8 @@ export interface SandboxContext {
   inbound: {
     add(message: InboundViberMessage): void;
     list(): InboundViberMessage[];
+    /** Forgets the messages `mentions` picks; returns how many. */
+    forget(mentions: (message: InboundViberMessage) => boolean): number;
   };
   reset(): void;
   logger?: SandboxLogger;

@@ -237,6 +237,11 @@ export interface MessageEngine {
    * taken at once by the menu that waits, or queued while the call rings.
    */
   pressKeys(ref: string, keys: readonly ScriptKey[]): PressResult;
+  /**
+   * Forgets the messages `match` picks, with their fallbacks, and stops their lifecycles (no
+   * more callbacks or webhooks about them); returns what was forgotten.
+   */
+  forget(match: (m: SandboxMessage) => boolean): SandboxMessage[];
   reset(): void;
 }
 
@@ -289,6 +294,8 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
   >();
   let nextMessagelistId = 1001;
   const liveKeys = new WeakMap<SandboxMessage, LiveKeys>();
+  // erased (forget): their scheduled steps find them ended and report nothing more
+  const forgotten = new WeakSet<SandboxMessage>();
 
   // The messages of one request share their times: one-entry memos spare most of the
   // conversions (same results, so the same records). A memo each for the times of steps and
@@ -298,7 +305,8 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
   const isoDeadline = memo(toIso);
   const parseDispatchAt = memo(Date.parse);
   const parseExpiresAt = memo(Date.parse);
-  const terminal = (m: SandboxMessage) => m.status === 'failed' || m.status === 'expired';
+  const terminal = (m: SandboxMessage) =>
+    m.status === 'failed' || m.status === 'expired' || forgotten.has(m);
 
   function callbackBody(m: SandboxMessage, status: LifecycleStatus, at: number) {
     return {
@@ -324,6 +332,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
 
   /** Records a status and reports it; returns the callback's first attempt. */
   function setStatus(m: SandboxMessage, status: LifecycleStatus, at: number): Promise<void> {
+    if (forgotten.has(m)) return Promise.resolve();
     m.status = status;
     m.history.push({ status, at: iso(at) });
     if (docs) return reportWhole(m, status, at);
@@ -379,7 +388,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
 
   /** The docs status webhook: `{messageId, deliverystatus, timestamp, cost}` (status.md). */
   function sendWhole(primary: SandboxMessage, whole: DocsStatus, at: number, cost: number) {
-    if (deps.callbackUrl === undefined) return Promise.resolve();
+    if (deps.callbackUrl === undefined || forgotten.has(primary)) return Promise.resolve();
     return sender.send({
       kind: 'delivery',
       url: deps.callbackUrl,
@@ -465,6 +474,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
     event: CallEvent,
     at: number,
   ): Promise<void> | undefined {
+    if (forgotten.has(m)) return;
     switch (event.type) {
       case 'menu':
         call.path.push({ menu: event.menu, visit: event.visit, at: iso(at) });
@@ -688,6 +698,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
   }
 
   function startNextFallback(m: SandboxMessage): void {
+    if (forgotten.has(m)) return;
     const primary = originals.get(m)?.primary;
     const original = primary && originals.get(primary);
     if (primary === undefined || original === undefined) return;
@@ -880,6 +891,34 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
       live.queue.push(...keys);
       live.wake?.();
       return { ok: true, call };
+    },
+    forget(match) {
+      const gone: SandboxMessage[] = [];
+      const ids = new Set<string>();
+      for (const m of messages.values()) {
+        if (match(m)) ids.add(m.messageId);
+      }
+      // a fallback goes with its primary, and a primary with its fallbacks (the Set's
+      // iteration visits what is added to it meanwhile)
+      for (const m of messages.values()) {
+        if (m.parentMessageId !== undefined && ids.has(m.messageId)) ids.add(m.parentMessageId);
+      }
+      for (const id of ids) {
+        const m = messages.get(id);
+        if (m === undefined) continue;
+        for (const fb of m.fallbacks) ids.add(fb.messageId);
+      }
+      for (const id of ids) {
+        const m = messages.get(id);
+        if (m === undefined) continue;
+        forgotten.add(m);
+        messages.delete(id);
+        for (const cmid of [m.customerMessageId, m.ownCustomerMessageId]) {
+          if (cmid !== undefined && byCustomerId.get(cmid) === id) byCustomerId.delete(cmid);
+        }
+        gone.push(m);
+      }
+      return gone;
     },
     reset() {
       messages = new Map();

@@ -44,6 +44,8 @@ export interface ScriptBook {
   take(to: string): Script | undefined;
   list(): Script[];
   clear(to?: string): void;
+  /** Removes the scripts `mentions` picks (by number or reason); returns how many. */
+  forget(mentions: (script: Script) => boolean): number;
 }
 
 export function createScriptBook(): ScriptBook {
@@ -67,6 +69,16 @@ export function createScriptBook(): ScriptBook {
     clear(to) {
       if (to === undefined) byNumber.clear();
       else byNumber.delete(normalizeNumber(to));
+    },
+    forget(mentions) {
+      let n = 0;
+      for (const [key, queue] of [...byNumber]) {
+        const kept = queue.filter((script) => !mentions(script));
+        n += queue.length - kept.length;
+        if (kept.length === 0) byNumber.delete(key);
+        else byNumber.set(key, kept);
+      }
+      return n;
     },
   };
 }

@@ -110,8 +110,10 @@ describeEachEngine('DELETE /v1/subjects/{phone}', (ctx) => {
         callTimers: 0,
         heldWebhooks: 0,
         inboundMessages: 2,
+        inboundMessagesRedacted: 0,
         rawCallbacks: 4, // m1 sent, x pending, Viber from P, the plain mention
         rawCallbacksRedacted: 2, // the P+Q delivery batch and the P+Q Viber batch
+        sandbox: 0, // none built in
       },
     });
   });
