@@ -4,33 +4,53 @@
  * as `Authorization: Bearer <token>` or as the session cookie that the login form sets: a
  * browser cannot add a header to a plain link, an EventSource or a form post.
  *
- * The cookie holds an HMAC of the token, not the token itself (an API token would open /v1
- * too), so it is void once its token is removed from the list. It is HttpOnly, SameSite=Strict
- * and scoped to /ui; console forms also pass Hono's CSRF check (same origin only).
+ * The cookie holds the random secret of a server-side session (src/ui/sessions.ts), not the
+ * token (an API token would open /v1 too): signing out revokes it, and it is void once it
+ * expires or its token is removed from the list. It is HttpOnly, SameSite=Strict, scoped to
+ * /ui, and Secure whenever the request came over TLS (directly, or through one of
+ * TRUSTED_PROXIES saying `X-Forwarded-Proto: https`); console forms also pass Hono's CSRF
+ * check (same origin only).
  *
  * @example
- * app.use('*', consoleAuth(['s3cret']));
+ * app.use('*', consoleAuth(['s3cret'], sessions, (path) => path === '/ui/login'));
  */
-import { createHmac } from 'node:crypto';
 import type { Context, MiddlewareHandler } from 'hono';
-import { getCookie } from 'hono/cookie';
+import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { tokenMatches } from '../http/auth.ts';
 import type { AppEnv } from '../http/env.ts';
+import { type ConsoleSessions, SESSION_LIFETIME_MS } from './sessions.ts';
 
 export const SESSION_COOKIE = 'switchboard_console';
 
-/** The cookie value that stands for `token`. */
-export function sessionValue(token: string): string {
-  return createHmac('sha256', token).update('switchboard console session v1').digest('base64url');
+const COOKIE = { path: '/ui', httpOnly: true, sameSite: 'Strict' } as const;
+
+/** Sets the session cookie; `secure` is requestOrigin's verdict on the request. */
+export function setSessionCookie(c: Context, secret: string, secure: boolean): void {
+  setCookie(c, SESSION_COOKIE, secret, {
+    ...COOKIE,
+    secure,
+    maxAge: Math.floor(SESSION_LIFETIME_MS / 1000),
+  });
 }
 
-/** Whether the request carries one of `tokens`, as a bearer token or as a session cookie. */
-export function isSignedIn(c: Context, tokens: readonly string[]): boolean {
+export function clearSessionCookie(c: Context, secure: boolean): void {
+  deleteCookie(c, SESSION_COOKIE, { ...COOKIE, secure });
+}
+
+export function sessionCookie(c: Context): string | undefined {
+  return getCookie(c, SESSION_COOKIE);
+}
+
+/** Whether the request carries one of `tokens` as a bearer token, or a live session cookie. */
+export async function isSignedIn(
+  c: Context,
+  tokens: readonly string[],
+  sessions: ConsoleSessions,
+): Promise<boolean> {
   if (tokens.length === 0) return true;
   const bearer = c.req.header('authorization')?.match(/^Bearer[ \t]+(\S+)[ \t]*$/i)?.[1];
   if (tokenMatches(bearer, tokens)) return true;
-  const cookie = getCookie(c, SESSION_COOKIE);
-  return tokenMatches(cookie, tokens.map(sessionValue));
+  return sessions.isValid(sessionCookie(c));
 }
 
 /** A path inside the console to come back to after signing in; anything else goes home. */
@@ -46,10 +66,13 @@ export function safeNext(next: string | undefined): string {
  */
 export function consoleAuth(
   tokens: readonly string[],
+  sessions: ConsoleSessions,
   open: (path: string) => boolean,
 ): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    if (tokens.length === 0 || open(c.req.path) || isSignedIn(c, tokens)) return next();
+    if (tokens.length === 0 || open(c.req.path) || (await isSignedIn(c, tokens, sessions))) {
+      return next();
+    }
     const accept = c.req.header('accept') ?? '';
     if (c.req.method === 'GET' && accept.includes('text/html')) {
       const url = new URL(c.req.url);

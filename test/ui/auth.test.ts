@@ -1,10 +1,12 @@
 /**
- * The console's token: UI_TOKEN (else API_TOKEN) as a bearer token or as the cookie the
- * sign-in form sets; same-origin form posts only.
+ * The console's token: UI_TOKEN (else API_TOKEN) as a bearer token or as the session cookie
+ * the sign-in form sets; same-origin form posts only. Sessions themselves (sign-out, expiry,
+ * Secure, the attempt limit) are in test/security/console.test.ts.
  */
+import { randomBytes } from 'node:crypto';
 import { beforeAll, expect, it } from 'vitest';
 import type { App } from '../../src/app.ts';
-import { SESSION_COOKIE, safeNext, sessionValue } from '../../src/ui/auth.ts';
+import { SESSION_COOKIE, safeNext } from '../../src/ui/auth.ts';
 import { buildTestApp } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
 
@@ -69,11 +71,14 @@ describeEachEngine('console token', (ctx) => {
     expect(res.status).toBe(200);
     expect(await res.text()).toContain('Sign out');
 
-    // a cookie made from a token that is no longer configured (rotated out) opens nothing
-    const stale = `${SESSION_COOKIE}=${sessionValue('ui-retired')}`;
-    expect((await app.request('/ui/calls', { headers: { cookie: stale } })).status).toBe(401);
+    // a cookie of the right shape that no sign-in made opens nothing
+    const made = `${SESSION_COOKIE}=${randomBytes(32).toString('base64url')}`;
+    expect((await app.request('/ui/calls', { headers: { cookie: made } })).status).toBe(401);
 
-    const out = await app.request('/ui/logout', { method: 'POST', headers: SAME });
+    const out = await app.request('/ui/logout', {
+      method: 'POST',
+      headers: { ...SAME, cookie: pair },
+    });
     expect(out.status).toBe(303);
     expect(out.headers.get('set-cookie')).toMatch(/Max-Age=0/);
   });

@@ -149,4 +149,31 @@ describe('the console in Chromium', () => {
     expect(errors).toEqual([]);
     expect(blocked).toEqual([]);
   }, 60_000);
+
+  it('signs in with the form, signs out, and the old cookie opens nothing', async () => {
+    const guarded = await startTestServer(db.database, { env: { UI_TOKEN: 'browser-token' } });
+    try {
+      await page.goto(`${guarded.url}/ui/flows`);
+      await page.waitForURL(/\/ui\/login\?next=%2Fui%2Fflows$/, WAIT);
+      await page.getByLabel('Token').fill('browser-token');
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.waitForURL(`${guarded.url}/ui/flows`, WAIT);
+      const [cookie] = await context.cookies(`${guarded.url}/ui`);
+      expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/ui' });
+      expect(cookie!.secure).toBe(false); // plain HTTP: a Secure cookie would never come back
+
+      await page.getByRole('button', { name: 'Sign out' }).click();
+      await page.waitForURL(`${guarded.url}/ui/login`, WAIT);
+      expect(await context.cookies(`${guarded.url}/ui`)).toEqual([]);
+      // a copy of the cookie taken before signing out: its session is revoked
+      await context.addCookies([cookie!]);
+      await page.goto(`${guarded.url}/ui/flows`);
+      await page.waitForURL(/\/ui\/login\?next=/, WAIT);
+      expect(errors).toEqual([]);
+      expect(blocked).toEqual([]);
+    } finally {
+      await context.clearCookies();
+      await guarded.stop();
+    }
+  }, 60_000);
 });

@@ -34,9 +34,20 @@ export const HomePage: FC<{ flows: LoadedFlow[]; calls: CallSummary[]; canTry: b
   </>
 );
 
-export const LoginPage: FC<{ next: string; failed: boolean }> = (props) => (
+function minutes(seconds: number): string {
+  const n = Math.ceil(seconds / 60);
+  return n === 1 ? '1 minute' : `${n} minutes`;
+}
+
+/** `failed`: the token was wrong; `retryAfter`: seconds this address is locked out for. */
+export const LoginPage: FC<{ next: string; failed?: boolean; retryAfter?: number }> = (props) => (
   <>
     {props.failed && <Notice error>That token is not valid.</Notice>}
+    {props.retryAfter !== undefined && (
+      <Notice error>
+        {`Too many failed sign-ins from your address. Try again in ${minutes(props.retryAfter)}.`}
+      </Notice>
+    )}
     <p>This console needs the console token (UI_TOKEN, or API_TOKEN when no UI_TOKEN is set).</p>
     <form class="stack" method="post" action="/ui/login" aria-label="Sign in">
       <input type="hidden" name="next" value={props.next} />
