@@ -16,7 +16,7 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { parse as parseCsv } from 'csv-parse/sync';
 import { createTransport, ProviderError } from '../provider/http.ts';
-import type { CliIo } from './io.ts';
+import { type CliIo, describeError, type ErrorAnswer, switchboardTarget } from './io.ts';
 import { createProgress } from './progress.ts';
 
 const HELP = `Usage:
@@ -87,20 +87,6 @@ export function callsFromCsv(text: string, vars: Record<string, string>) {
   });
 }
 
-interface ErrorBody {
-  error?: { code?: string; message?: string; details?: { path: string; message: string }[] };
-}
-
-function describeError(body: unknown): string {
-  const e = (body as ErrorBody | undefined)?.error;
-  if (!e) return JSON.stringify(body);
-  const details = (e.details ?? [])
-    .slice(0, 5)
-    .map((d) => `\n  ${d.path}: ${d.message}`)
-    .join('');
-  return `${e.code}: ${e.message}${details}`;
-}
-
 export async function runCall(argv: string[], io: CliIo): Promise<number> {
   let f: ReturnType<typeof flags>['values'];
   let positionals: string[];
@@ -115,13 +101,8 @@ export async function runCall(argv: string[], io: CliIo): Promise<number> {
     return 0;
   }
   const [flow] = positionals;
-  const base = (f.url ?? `http://localhost:${io.env.PORT?.trim() || 3000}`).replace(/\/+$/, '');
-  const token = f.token ?? io.env.API_TOKEN?.split(',')[0]?.trim();
-  const transport = createTransport({
-    baseUrl: base,
-    headers: token ? { Authorization: `Bearer ${token}` } : {},
-    timeoutMs: 120_000,
-  });
+  const { baseUrl: base, headers } = switchboardTarget(f, io.env);
+  const transport = createTransport({ baseUrl: base, headers, timeoutMs: 120_000 });
   try {
     if (!flow) throw new UsageError('name the flow: switchboard call <flow> ...');
     if (!f.from) throw new UsageError('--from is required (the sender the provider shows)');
@@ -228,7 +209,7 @@ async function batch(
   try {
     for (let start = 0; start < request.calls.length; start += size) {
       const part = request.calls.slice(start, start + size);
-      let results: { status: string; error?: ErrorBody['error'] }[];
+      let results: { status: string; error?: ErrorAnswer['error'] }[];
       try {
         const res = await transport.request({
           method: 'POST',
@@ -245,7 +226,7 @@ async function batch(
       } catch (e) {
         // a chunk with not one valid call is a 400 whose details name each rejected call
         if (!(e instanceof ProviderError) || e.status !== 400) throw e;
-        const error = (e.body as ErrorBody).error;
+        const error = (e.body as ErrorAnswer).error;
         results = part.map((_, i) => {
           const mine = (error?.details ?? []).filter((d) => d.path.startsWith(`calls[${i}]`));
           const first = mine[0];

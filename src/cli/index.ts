@@ -21,6 +21,8 @@ Commands:
   send [flags | --file f]       send messages (one from flags, or a JSON/CSV file)
   call <flow> --to ... --from ... [--var k=v] [--wait]   start a call from a flow
   call <flow> --file calls.csv --from ...                start a batch of calls
+  tokens create --name NAME --scope read,send   make an API token (printed once)
+  tokens list | tokens revoke <id>              list or revoke API tokens
 
 Environment: see README.md (PORT, DATABASE_URL, DATA_DIR, PUBLIC_URL, PROVIDER_*, ...).
 `;
@@ -48,6 +50,10 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     case 'call': {
       const { runCall } = await import('./call.ts');
       return runCall(rest, io);
+    }
+    case 'tokens': {
+      const { runTokens } = await import('./tokens.ts');
+      return runTokens(rest, io);
     }
     case undefined:
     case 'help':
