@@ -53,6 +53,15 @@ export function isUniqueViolation(err: unknown, constraint: string): boolean {
   return false;
 }
 
+/**
+ * One character Postgres cannot store: U+0000 (in text or jsonb), or a UTF-16 surrogate
+ * without its pair (in jsonb). Input checks refuse it (src/http/input.ts); raw callbacks
+ * keep U+FFFD in its place (src/messages/inbox.ts).
+ */
+export const UNSTORABLE_CHAR =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 is exactly what it looks for
+  /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 /** Postgres's words for "this text cannot be stored": U+0000, or an unpaired surrogate in jsonb. */
 const UNSTORABLE_TEXT_CODES = new Set([
   '22021', // character_not_in_repertoire: a 0x00 byte in text

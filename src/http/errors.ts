@@ -10,6 +10,7 @@ import type { ZodError } from 'zod';
 import { isDatabaseUnavailable, isUnstorableText } from '../db/errors.ts';
 import { AppError, type ErrorCode, type ErrorDetail, formatPath, httpStatus } from '../errors.ts';
 import type { AppEnv } from './env.ts';
+import { validatedInputProblem } from './input.ts';
 
 export function errorResponse(
   c: Context,
@@ -32,7 +33,11 @@ export function zodDetails(error: ZodError, prefix: PropertyKey[] = []): ErrorDe
 
 /** The zod-openapi validation hook: a failed request schema becomes a 400 envelope. */
 export const validationHook: Hook<unknown, AppEnv, string, unknown> = (result, c) => {
-  if (!result.success) {
+  if (result.success) {
+    // what no schema allows: characters Postgres refuses, any depth (src/http/input.ts)
+    const problem = validatedInputProblem(result.target, result.data);
+    if (problem) return errorResponse(c, problem.code, problem.message, problem.details);
+  } else {
     const details = zodDetails(result.error as ZodError);
     const first = details[0];
     return errorResponse(

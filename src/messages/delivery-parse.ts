@@ -104,16 +104,20 @@ function fieldsOf(o: Obj): Fields {
   return { byName, objects };
 }
 
-/** Looks `keys` up (normalised names), then one level down, depth first. */
-function pick(f: Fields, keys: string[]): unknown {
+// how far down nested objects a field is looked for: deeper than any vendor's envelope, and a
+// body nested 100 000 deep (any JSON is a valid callback) ends here rather than the stack
+const PICK_DEPTH = 8;
+
+/** Looks `keys` up (normalised names), then in nested objects, depth first, PICK_DEPTH down. */
+function pick(f: Fields, keys: string[], depth = 0): unknown {
   for (const k of keys) {
     const v = f.byName.get(k);
     if (v !== undefined && v !== null && v !== '') return v;
   }
-  if (f.objects.length === 0) return undefined;
+  if (f.objects.length === 0 || depth >= PICK_DEPTH) return undefined;
   f.nested ??= f.objects.map(fieldsOf);
   for (const n of f.nested) {
-    const v = pick(n, keys);
+    const v = pick(n, keys, depth + 1);
     if (v !== undefined) return v;
   }
   return undefined;

@@ -4,6 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Tx } from '../db/client.ts';
+import { UNSTORABLE_CHAR } from '../db/errors.ts';
 import { inbox } from '../db/schema/index.ts';
 
 export interface RawCallback {
@@ -17,8 +18,7 @@ export function dedupKey(kind: string, body: string): string {
 }
 
 // U+0000, and UTF-16 surrogates without their pair
-// biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 is exactly what it looks for
-const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+const UNSTORABLE = new RegExp(UNSTORABLE_CHAR.source, 'g');
 
 /**
  * Postgres cannot store U+0000 in text or jsonb, nor a lone surrogate (`"\ud800"`, valid JSON)

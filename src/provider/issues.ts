@@ -30,11 +30,19 @@ export function issuesToDetails(
   for (const issue of issues) {
     const path = [...prefix, ...issue.path];
     if (issue.code === 'unrecognized_keys') {
+      // the issue's message lists every key: each detail names its own, or 10 000 unknown
+      // keys would make 10 000 copies of a list of 10 000
+      const list = issue.keys.join(', ');
       for (const key of issue.keys) {
         out.push({
           path: formatPath([...path, key]),
           code: 'unrecognized_key',
-          message: issue.message,
+          message:
+            issue.keys.length === 1
+              ? issue.message
+              : issue.message.includes(list)
+                ? issue.message.replace(list, () => key)
+                : `unknown field: ${key}`,
         });
       }
       continue;

@@ -8,6 +8,7 @@
  * await sandbox.pressKeys('call-customer-message-id', ['1']);
  */
 import type { Hono } from 'hono';
+import { AppError } from '../errors.ts';
 
 export type PressOutcome =
   | { ok: true }
@@ -37,7 +38,14 @@ export function sandboxControl(sandbox: Hono): SandboxControl {
       // a script left over from an abandoned try would be taken first: start clean
       await clear(to);
       const res = await post('/scripts', { to, live: true });
-      if (!res.ok) throw new Error(`the sandbox refused the script: ${await res.text()}`);
+      if (!res.ok) {
+        // what the sandbox refuses is the number given in the form: the form's error
+        const { message } = (await res.json().catch(() => ({}))) as { message?: string };
+        const why = message ?? `the sandbox answered ${res.status}`;
+        throw new AppError('VALIDATION_ERROR', `the sandbox refused the number: ${why}`, [
+          { path: 'to', code: 'invalid', message: why },
+        ]);
+      }
     },
     disarm: clear,
     async pressKeys(ref, keys) {
