@@ -17,12 +17,15 @@ import type { StartDeps } from './calls/start.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Database, Db } from './db/client.ts';
-import { apiAuth, documentApiAuth } from './http/api-auth.ts';
+import { apiAuth } from './http/api-auth.ts';
+import { createTokenStore } from './http/api-tokens.ts';
+import { auditRequests } from './http/audit.ts';
 import { bodyLimits } from './http/body.ts';
 import { docsRoutes } from './http/docs.ts';
 import type { AppEnv } from './http/env.ts';
 import { notFound, onError, validationHook } from './http/errors.ts';
 import { requestIds } from './http/headers.ts';
+import { requestChecks } from './http/input.ts';
 import {
   createMetrics,
   type MetricReaders,
@@ -30,6 +33,7 @@ import {
   metricsMiddleware,
 } from './http/metrics.ts';
 import { pageHeaders } from './http/page-headers.ts';
+import { auditRoutes } from './http/routes/audit.ts';
 import { callRoutes } from './http/routes/calls.ts';
 import { flowRoutes } from './http/routes/flows.ts';
 import { hookRoutes } from './http/routes/hooks.ts';
@@ -37,6 +41,7 @@ import { inboundRoutes } from './http/routes/inbound.ts';
 import { messageRoutes } from './http/routes/messages.ts';
 import { subjectRoutes } from './http/routes/subjects.ts';
 import { systemRoutes } from './http/routes/system.ts';
+import { tokenRoutes } from './http/routes/tokens.ts';
 import type { Logger } from './logger.ts';
 import { statusMapWith } from './messages/delivery-parse.ts';
 import { outboxDepth } from './messages/dispatcher.ts';
@@ -52,6 +57,8 @@ export interface AppDeps {
   metrics?: Metrics;
   /** the built-in provider sandbox, mounted at /sandbox when no PROVIDER_BASE_URL is set */
   sandbox?: Hono;
+  /** that sandbox's `erase`, counted: DELETE /v1/subjects/{phone} forgets the number there too */
+  eraseInSandbox?: (phone: string) => number;
   /** told when messages were queued, so this instance's dispatcher sends them at once */
   onQueued?: () => void;
   /** the flows (default: the files in config.flowsDir) */
@@ -116,9 +123,15 @@ export function createApp(deps: AppDeps) {
   app.use('*', requestIds());
   app.use('*', requestLogger(deps.logger));
   app.use('*', metricsMiddleware(metrics));
+  const tokens = createTokenStore({ db, clock });
+  const auth = apiAuth({ apiTokens: deps.config.apiTokens, store: tokens });
+  // around the auth: it writes the row of every changing /v1 request the auth let through
+  app.use('*', auditRequests(db, clock));
   // before the body limit: a request without the token is refused before its body is read
-  app.use('*', apiAuth(deps.config.apiTokens));
+  app.use('*', auth.middleware);
   app.use('*', bodyLimits());
+  // URL length, path and query characters, a JSON body's charset and bytes (http/input.ts)
+  app.use('*', requestChecks());
   app.use('/ui/*', pageHeaders());
   app.use('/docs/*', pageHeaders());
   app.onError(onError);
@@ -136,14 +149,27 @@ export function createApp(deps: AppDeps) {
     }),
   );
   app.route('/', inboundRoutes({ db }));
-  app.route('/', subjectRoutes({ db, clock }));
+  app.route(
+    '/',
+    subjectRoutes({
+      db,
+      clock,
+      ...(deps.eraseInSandbox && { eraseInSandbox: deps.eraseInSandbox }),
+    }),
+  );
   app.route('/', callRoutes(calls));
   app.route('/', flowRoutes({ db, flows }));
+  app.route('/', tokenRoutes({ store: tokens }));
+  app.route('/', auditRoutes({ db }));
   app.route('/', hookRoutes({ config: deps.config, ingest, calls, metrics }));
   if (deps.sandbox) app.route('/sandbox', deps.sandbox);
-  app.route('/ui', consoleRoutes({ config: deps.config, db, flows, calls, sandbox: deps.sandbox }));
+  app.route(
+    '/ui',
+    consoleRoutes({ config: deps.config, db, clock, flows, calls, sandbox: deps.sandbox }),
+  );
 
-  documentApiAuth(app); // after every route is mounted
+  // after every route is mounted: throws when a /v1 route declares no scope
+  const routes = auth.seal(app);
   app.doc31('/openapi.json', {
     openapi: '3.1.0',
     info: {
@@ -159,11 +185,13 @@ export function createApp(deps: AppDeps) {
       { name: 'flows', description: 'the IVR flows, compiled, with diagrams and statistics' },
       { name: 'inbound', description: 'incoming Viber messages' },
       { name: 'privacy', description: 'erasing what is held about a person' },
+      { name: 'tokens', description: 'API tokens with scopes' },
+      { name: 'audit', description: 'what was changed through the API, by which token' },
       { name: 'hooks', description: 'callbacks from the provider' },
     ],
   });
   app.route('/', docsRoutes());
-  return { app, metrics, ingest, calls };
+  return { app, metrics, ingest, calls, routes, tokens };
 }
 
 export type App = ReturnType<typeof createApp>['app'];

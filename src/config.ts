@@ -38,7 +38,7 @@ const positiveInt = (fallback: number) =>
       return Number(v.trim());
     });
 
-const EnvSchema = z.object({
+export const EnvSchema = z.object({
   // 0 asks the OS for a free port (tests); the chosen one is logged
   PORT: positiveInt(3000).refine((p) => p < 65536, 'must be a port between 0 and 65535'),
   HOST: optionalString,
@@ -228,6 +228,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     );
   }
   const e = parsed.data;
+  // the sandbox is reached through this server; a real provider calls back from the internet,
+  // where open hooks would let anyone write statuses and incoming messages
+  if (e.PROVIDER_BASE_URL !== undefined && e.CALLBACK_TOKEN === undefined && !e.CALLBACKS_OPEN) {
+    throw new ConfigError([
+      {
+        variable: 'CALLBACK_TOKEN',
+        message:
+          'must be set when PROVIDER_BASE_URL names a real provider: without it anyone can post statuses and incoming messages to /hooks/delivery and /hooks/viber. Set CALLBACK_TOKEN to a long random secret (openssl rand -hex 32) and give the provider callback URLs ending in ?token=<it>, or set CALLBACKS_OPEN=true to run with open callbacks on purpose',
+      },
+    ]);
+  }
   const publicUrl = (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, '');
   return {
     port: e.PORT,

@@ -3,6 +3,7 @@
  * provider is configured) -> workers, and the clean shutdown that undoes it in reverse.
  * `npm start` and `switchboard serve` both come here.
  */
+import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { createApp, databaseGauges } from './app.ts';
@@ -11,12 +12,17 @@ import { systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import { type Database, openDatabase } from './db/client.ts';
 import { migrateDatabase } from './db/migrate.ts';
+import { createTokenStore } from './http/api-tokens.ts';
+import { answerClientErrors } from './http/client-errors.ts';
 import { createMetrics } from './http/metrics.ts';
+import { createOutboundPolicy } from './http/outbound.ts';
 import type { Logger } from './logger.ts';
 import { loadWebhookSecrets } from './privacy/webhook-secret.ts';
 import { type CascadeAuth, createCascadeClient } from './provider/cascade.ts';
 import { createProviderClient, type ProviderAuth } from './provider/client.ts';
+import { SANDBOX_TOKEN_HEADER } from './sandbox/access.ts';
 import { type CreateSandboxOptions, createSandbox, type Sandbox } from './sandbox/app.ts';
+import { erasedInSandbox } from './sandbox/erase.ts';
 import { startWorkers } from './workers.ts';
 
 export interface RunningServer {
@@ -63,7 +69,10 @@ export interface StartOptions {
   /** an open database to use (tests); it stays open when the server stops */
   database?: Database;
   /** extra sandbox settings (tests: faster timings, a manual clock, callback misbehaviour) */
-  sandbox?: Omit<CreateSandboxOptions, 'callbackUrl' | 'callbackToken' | 'logger'>;
+  sandbox?: Omit<
+    CreateSandboxOptions,
+    'callbackUrl' | 'callbackToken' | 'logger' | 'access' | 'outbound'
+  >;
 }
 
 export async function startServer(
@@ -80,13 +89,22 @@ export async function startServer(
   await migrateDatabase(database);
   logger.info('migrations applied');
 
+  // /v1 is open only while API_TOKEN is unset and no token was ever made (http/api-auth.ts)
   if (config.apiTokens.length === 0) {
+    const made = await createTokenStore({ db: database.db, clock: systemClock }).anyMade();
     logger.warn(
-      'API_TOKEN is not set: /v1 (and /ui, unless UI_TOKEN is set) is open to anyone who can reach this port',
+      made
+        ? 'API_TOKEN is not set: /v1 takes the tokens made with POST /v1/tokens; /ui is open unless UI_TOKEN is set'
+        : 'API_TOKEN is not set and no API token was made: /v1 (and /ui, unless UI_TOKEN is set) is open to anyone who can reach this port',
     );
   }
   if (!config.callbackToken) {
-    logger.warn('CALLBACK_TOKEN is not set: /hooks/delivery and /hooks/viber are open');
+    // against a real provider loadConfig refuses this unless CALLBACKS_OPEN says it is meant
+    logger.warn(
+      config.callbacksOpen
+        ? 'CALLBACK_TOKEN is not set and CALLBACKS_OPEN=true: /hooks/delivery and /hooks/viber are open on purpose'
+        : 'CALLBACK_TOKEN is not set: /hooks/delivery and /hooks/viber are open',
+    );
   }
 
   // Listen first: with PORT=0 the port, and so the URLs the sandbox and the provider call
@@ -103,10 +121,22 @@ export async function startServer(
       () => resolve(s),
     );
     s.once('error', reject);
+    // headers over Node's limit and broken HTTP: answered in the envelope (http/client-errors.ts)
+    answerClientErrors(s);
   });
   const port = (server.address() as AddressInfo).port;
   const publicUrl = config.publicUrl.replace(/:0$/, `:${port}`);
 
+  // Switchboard reaches its built-in sandbox at PUBLIC_URL, which need not be loopback (a
+  // proxy, a LAN name): it always shows a token, SANDBOX_TOKEN or one made for this process.
+  const sandboxToken = config.providerBaseUrl
+    ? undefined
+    : (config.sandboxToken ?? randomBytes(32).toString('base64url'));
+  // what Switchboard and its sandbox send to addresses others chose: PUBLIC_URL is its own
+  const outbound = createOutboundPolicy({
+    allowPrivate: config.outboundAllowPrivate,
+    ownOrigins: [publicUrl],
+  });
   const sandbox = config.providerBaseUrl
     ? undefined
     : createSandbox({
@@ -115,11 +145,16 @@ export async function startServer(
         callbackUrl: `${publicUrl}/hooks/delivery`,
         ...(config.callbackToken && { callbackToken: config.callbackToken }),
         logger: logger.child({ component: 'sandbox' }),
+        outbound,
+        access: { token: sandboxToken, trustedProxies: config.trustedProxies },
       });
   const providerBaseUrl = config.providerBaseUrl ?? `${publicUrl}/sandbox`;
+  const toSandbox =
+    sandboxToken === undefined ? {} : { extraHeaders: { [SANDBOX_TOKEN_HEADER]: sandboxToken } };
   const metrics = createMetrics(databaseGauges(database.db));
   const provider = createProviderClient({
     baseUrl: providerBaseUrl,
+    ...toSandbox,
     auth: providerAuth(config),
     onEvent: (e) => {
       if (e.type === 'response' && e.status === 429) metrics.provider429.inc();
@@ -130,7 +165,12 @@ export async function startServer(
   // one limiter for both clients: the provider's limits count the account's requests
   const cascade =
     cascadeKey &&
-    createCascadeClient({ baseUrl: providerBaseUrl, auth: cascadeKey, limiter: provider.limiter });
+    createCascadeClient({
+      baseUrl: providerBaseUrl,
+      ...toSandbox,
+      auth: cascadeKey,
+      limiter: provider.limiter,
+    });
 
   const flows = createFlowRegistry(config.flowsDir);
   const loaded = await flows.list();
@@ -153,7 +193,10 @@ export async function startServer(
     database,
     logger,
     metrics,
-    ...(sandbox && { sandbox: sandbox.app }),
+    ...(sandbox && {
+      sandbox: sandbox.app,
+      eraseInSandbox: (phone: string) => erasedInSandbox(sandbox.erase(phone)),
+    }),
     onQueued: () => workers?.wake(),
   });
   handler = (req, env) => app.fetch(req, env);
@@ -190,6 +233,7 @@ export async function startServer(
         Math.max(1000, config.shutdownTimeoutMs - 3000),
       );
       await Promise.all([closed, workers?.stop(), sandbox?.close()]);
+      await outbound.close();
       clearTimeout(deadline);
       if (!opts.database) await database.close();
       logger.info('stopped');

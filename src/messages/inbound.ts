@@ -9,6 +9,7 @@ import { inboundMessages, inbox } from '../db/schema/index.ts';
 import { uuidv7 } from '../ids.ts';
 import { isPhoneShape } from '../provider/message.ts';
 import { parseEventTime } from './delivery-parse.ts';
+import { FUTURE_MARGIN_MS, timeRejected } from './event-time.ts';
 import { type RawCallback, storable, storeRaw } from './inbox.ts';
 import type { IngestDeps, IngestResult } from './ingest.ts';
 import { decodeCursor, encodeCursor } from './read.ts';
@@ -49,7 +50,9 @@ export function senderE164(from: string | number): string {
  * POST /hooks/viber: store the body; an incoming message becomes a row of /v1/inbound. The
  * provider's shape (`{idUuid, alphaName, phoneNumber, text, dt}`) and the condensed one
  * (`{messageId, from, to, text, timestamp}`) are both read; a message whose provider id was
- * stored before (a retry, even with another body) is not stored twice.
+ * stored before (a retry, even with another body) is not stored twice. A message that says
+ * it was sent more than 5 minutes after it arrived is listed at the time it arrived, and the
+ * callback's outcome says so; its own time stays in its data.
  */
 export async function ingestViber(deps: IngestDeps, raw: RawCallback): Promise<IngestResult> {
   const now = deps.clock.now();
@@ -94,6 +97,15 @@ export async function ingestViber(deps: IngestDeps, raw: RawCallback): Promise<I
       const text = field(item, ['text'], ['message', 'text'], ['body'], ['message']);
       const to = field(item, ['alphaName'], ['to'], ['receiver']);
       const pmid = field(item, ['idUuid'], ['messageId'], ['message_token'], ['id']);
+      // a time too far ahead is not believed (event-time.ts): the row gets the time received
+      let at =
+        parseEventTime(field(item, ['dt'], ['timestamp'], ['time'], ['at'], ['date'])) ?? now;
+      if (timeRejected(at, now) !== undefined) {
+        problems.push(
+          `message ${i}: its time ${at.toISOString()} is more than ${FUTURE_MARGIN_MS / 60_000} minutes after it was received; recorded at the time it was received`,
+        );
+        at = now;
+      }
       rows.push({
         id: uuidv7(now.getTime()),
         inboxId,
@@ -101,9 +113,12 @@ export async function ingestViber(deps: IngestDeps, raw: RawCallback): Promise<I
         from: senderE164(from),
         to: typeof to === 'string' ? to : null,
         text: typeof text === 'string' ? text : null,
-        providerMessageId: pmid === undefined ? null : String(pmid),
+        // an id is a string or a number; anything else (an object, any JSON is a valid
+        // callback) is no id, not "[object Object]" nor a TypeError
+        providerMessageId:
+          typeof pmid === 'string' || typeof pmid === 'number' ? String(pmid) : null,
         data: item,
-        at: parseEventTime(field(item, ['dt'], ['timestamp'], ['time'], ['at'], ['date'])) ?? now,
+        at,
         receivedAt: now,
       });
     }

@@ -13,7 +13,9 @@
  * await sandbox.close();
  */
 import { Hono } from 'hono';
+import { createOutboundPolicy, type OutboundPolicy } from '../http/outbound.ts';
 import type { Organization } from '../provider/chat.ts';
+import { type SandboxAccessOptions, sandboxAccess } from './access.ts';
 import { SandboxCredentials, type SandboxCredentialsInput } from './auth.ts';
 import { type BotRegistry, createBotRegistry } from './bots.ts';
 import {
@@ -33,6 +35,7 @@ import type {
   SandboxLogger,
 } from './context.ts';
 import { DEFAULT_DIALECT, SandboxDialect } from './dialect.ts';
+import { eraseFromSandbox, type SandboxErasure } from './erase.ts';
 import { providerError, useDocsErrors } from './http.ts';
 import {
   createMessageEngine,
@@ -70,7 +73,12 @@ export interface CreateSandboxOptions {
   /** Sent as X-Callback-Token on delivery and Viber callbacks (the receiver's CALLBACK_TOKEN). */
   callbackToken?: string;
   credentials?: SandboxCredentialsInput;
-  fetch?: typeof fetch;
+  /**
+   * Every callback and webhook goes out through this (src/http/outbound.ts). Default: a policy
+   * of its own that refuses private and loopback addresses except the callback URLs' origins,
+   * closed with the sandbox.
+   */
+  outbound?: OutboundPolicy;
   logger?: SandboxLogger;
   /** Callback misbehaviour and retry policy; changeable later through /_control/options. */
   options?: CallbackOptionsInput;
@@ -84,6 +92,11 @@ export interface CreateSandboxOptions {
   maxSmsParts?: number;
   /** About how many messages are kept for lookups (default 100 000); see messages.ts. */
   keepMessages?: number;
+  /**
+   * Who besides this host may use it (access.ts): SANDBOX_TOKEN, sent as X-Sandbox-Token, and
+   * TRUSTED_PROXIES. Unset: loopback clients and in-process requests only.
+   */
+  access?: SandboxAccessOptions;
 }
 
 export interface Sandbox {
@@ -94,6 +107,8 @@ export interface Sandbox {
   credentials: SandboxCredentials;
   /** Forgets every message, call, callback, script, user and operator; options back to start. */
   reset(): void;
+  /** Forgets one person, in every form their number is written (erase.ts); says how much. */
+  erase(phone: string): SandboxErasure;
   /** Cancels everything scheduled and waits for callbacks in flight. */
   close(): Promise<void>;
   /** In-process views of the state, for tests (the control API shows the same over HTTP). */
@@ -163,10 +178,13 @@ export function createSandbox(opts: CreateSandboxOptions = {}): Sandbox {
     opts.callbackToken === undefined ? {} : { 'x-callback-token': opts.callbackToken };
   const callbackUrl = opts.callbackUrl;
   const viberCallbackUrl = opts.viberCallbackUrl ?? deriveViberCallbackUrl(callbackUrl);
+  const outbound =
+    opts.outbound ??
+    createOutboundPolicy({ allowPrivate: false, ownOrigins: [callbackUrl, viberCallbackUrl] });
 
   const sender = createCallbackSender({
     scheduler,
-    fetch: opts.fetch ?? globalThis.fetch,
+    send: outbound.send,
     options: () => options,
     random,
     ...(opts.logger !== undefined && { logger: opts.logger }),
@@ -253,6 +271,11 @@ export function createSandbox(opts: CreateSandboxOptions = {}): Sandbox {
         inbound.push(m);
       },
       list: () => inbound,
+      forget: (mentions) => {
+        const before = inbound.length;
+        inbound = inbound.filter((m) => !mentions(m));
+        return before - inbound.length;
+      },
     },
     reset,
     ...(opts.logger !== undefined && { logger: opts.logger }),
@@ -270,6 +293,8 @@ export function createSandbox(opts: CreateSandboxOptions = {}): Sandbox {
       await next();
     });
   }
+  // Only this host or SANDBOX_TOKEN, before anything else happens (a fault is not taken).
+  app.use('*', sandboxAccess(opts.access));
   // Injected server errors (POST /_control/faults), answered before anything else.
   app.use('*', async (c, next) => {
     if (c.req.path.includes('/_control')) return next();
@@ -293,9 +318,11 @@ export function createSandbox(opts: CreateSandboxOptions = {}): Sandbox {
     clock,
     credentials,
     reset,
+    erase: (phone) => eraseFromSandbox(ctx, phone),
     async close() {
       scheduler.cancelAll();
       await clock.settled();
+      if (opts.outbound === undefined) await outbound.close();
     },
     messages,
     callbacks: sender,

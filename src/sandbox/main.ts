@@ -12,8 +12,15 @@
  * | SANDBOX_CALLBACK_TOKEN | unset (sent as X-Callback-Token when set) |
  * | SANDBOX_LOGIN, SANDBOX_PASSWORD, SANDBOX_API_KEY | sandbox, sandbox, sandbox-key |
  * | SANDBOX_DIALECT | docs (as the provider's public docs show); or compact (the condensed interface) |
+ * | SANDBOX_TOKEN | unset: only this host may use it; set, others may with header X-Sandbox-Token |
+ * | TRUSTED_PROXIES | none (peers whose X-Forwarded-For is believed; IPs or CIDR ranges) |
+ * | OUTBOUND_ALLOW_PRIVATE | false: webhooks and callbacks to private or loopback addresses are refused, except to the callback URLs' own origins |
+ *
+ * The banner names the login, never the password or API key unless they are the defaults.
  */
 import { serve } from '@hono/node-server';
+import { EnvSchema } from '../config.ts';
+import { createOutboundPolicy } from '../http/outbound.ts';
 import { createSandbox } from './app.ts';
 import { DEFAULT_DIALECT, SandboxDialect } from './dialect.ts';
 
@@ -32,8 +39,29 @@ if (!dialect.success) {
   process.exit(1);
 }
 
+// the same rules as Switchboard's own SANDBOX_TOKEN and TRUSTED_PROXIES (src/config.ts)
+const access = EnvSchema.pick({ SANDBOX_TOKEN: true, TRUSTED_PROXIES: true }).safeParse(env);
+if (!access.success) {
+  for (const issue of access.error.issues)
+    console.error(`${String(issue.path[0])}: ${issue.message}`);
+  process.exit(1);
+}
+
+// read as Switchboard reads it (src/config.ts); the callback URLs are the sandbox's own
+const outboundEnv = EnvSchema.pick({ OUTBOUND_ALLOW_PRIVATE: true }).safeParse(env);
+if (!outboundEnv.success) {
+  console.error(`OUTBOUND_ALLOW_PRIVATE: ${outboundEnv.error.issues[0]?.message}`);
+  process.exit(1);
+}
+const outbound = createOutboundPolicy({
+  allowPrivate: outboundEnv.data.OUTBOUND_ALLOW_PRIVATE,
+  ownOrigins: [callbackUrl, env.SANDBOX_VIBER_CALLBACK_URL],
+});
+
 const sandbox = createSandbox({
   dialect: dialect.data,
+  outbound,
+  access: { token: access.data.SANDBOX_TOKEN, trustedProxies: access.data.TRUSTED_PROXIES },
   callbackUrl,
   ...(env.SANDBOX_VIBER_CALLBACK_URL !== undefined && {
     viberCallbackUrl: env.SANDBOX_VIBER_CALLBACK_URL,
@@ -54,14 +82,19 @@ const sandbox = createSandbox({
 
 const server = serve({ fetch: sandbox.app.fetch, port, hostname }, (info) => {
   const base = `http://${hostname.includes(':') ? `[${hostname}]` : hostname}:${info.port}`;
-  const { login, password, apiKey } = sandbox.credentials;
+  const { login } = sandbox.credentials;
+  const secrets = [
+    env.SANDBOX_PASSWORD === undefined ? 'password "sandbox"' : 'password of SANDBOX_PASSWORD',
+    env.SANDBOX_API_KEY === undefined ? 'API key "sandbox-key"' : 'API key of SANDBOX_API_KEY',
+  ].join(', ');
   console.log(
     [
       `provider sandbox listening at ${base}`,
       `  {base_url}:   ${base}`,
       `  {chat_url}:   ${base}/chat`,
       `  control API:  ${base}/_control`,
-      `  credentials:  login "${login}", password "${password}", API key "${apiKey}"`,
+      `  credentials:  login "${login}", ${secrets}`,
+      `  answers:      this host only${access.data.SANDBOX_TOKEN ? ', and clients sending X-Sandbox-Token' : ' (set SANDBOX_TOKEN to let others in)'}`,
       `  callbacks to: ${callbackUrl}`,
       `  dialect:      ${sandbox.dialect}`,
     ].join('\n'),
@@ -71,6 +104,7 @@ const server = serve({ fetch: sandbox.app.fetch, port, hostname }, (info) => {
 async function shutdown(): Promise<void> {
   server.close();
   await sandbox.close();
+  await outbound.close();
   process.exit(0);
 }
 process.once('SIGINT', () => void shutdown());

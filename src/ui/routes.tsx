@@ -17,7 +17,6 @@
  */
 
 import { type Context, Hono } from 'hono';
-import { deleteCookie, setCookie } from 'hono/cookie';
 import { csrf } from 'hono/csrf';
 import { HTTPException } from 'hono/http-exception';
 import type { Child } from 'hono/jsx';
@@ -27,11 +26,13 @@ import { CALL_STATES } from '../calls/deps.ts';
 import { type CallView, flowStatsOf, getCall, listCalls } from '../calls/read.ts';
 import type { FlowRegistry } from '../calls/registry.ts';
 import { type StartDeps, startCall } from '../calls/start.ts';
+import { type Clock, systemClock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/client.ts';
 import { AppError, httpStatus } from '../errors.ts';
 import type { CompiledFlow } from '../flows/index.ts';
 import { tokenMatches } from '../http/auth.ts';
+import { requestOrigin, trustedProxies } from '../http/client-address.ts';
 import type { AppEnv } from '../http/env.ts';
 import { onError } from '../http/errors.ts';
 import { isUuid } from '../ids.ts';
@@ -39,7 +40,13 @@ import { listInbound } from '../messages/inbound.ts';
 import { getMessage, listMessages } from '../messages/read.ts';
 import { isMessageStatus } from '../messages/status.ts';
 import { assetRoutes } from './assets.ts';
-import { consoleAuth, SESSION_COOKIE, safeNext, sessionValue } from './auth.ts';
+import {
+  clearSessionCookie,
+  consoleAuth,
+  safeNext,
+  sessionCookie,
+  setSessionCookie,
+} from './auth.ts';
 import { pinnedFlow } from './data.ts';
 import { flowDiagram } from './diagram.ts';
 import { Layout, Notice, type Section } from './layout.tsx';
@@ -49,10 +56,14 @@ import { HomePage, LoginPage } from './pages/home.tsx';
 import { InboundPage, MessagePage, MessageSearch, MessagesTable } from './pages/messages.tsx';
 import { Keypad, NO_SANDBOX, TryForm, TryList, type TryValues } from './pages/try.tsx';
 import { type SandboxControl, sandboxControl } from './sandbox.ts';
+import { consoleSessionStore } from './sessions.ts';
+import { signInLimiter } from './sign-in-limit.ts';
 
 export interface ConsoleDeps {
-  config: Pick<Config, 'uiTokens' | 'apiTokens'>;
+  config: Pick<Config, 'uiTokens' | 'apiTokens' | 'trustedProxies'>;
   db: Db;
+  /** sessions' expiry and the sign-in limit's window (default: the system clock) */
+  clock?: Clock;
   flows: FlowRegistry;
   /** what POST /v1/calls uses: the console starts calls the same way */
   calls: StartDeps;
@@ -127,6 +138,10 @@ export function consoleRoutes(deps: ConsoleDeps) {
   const sandbox: SandboxControl | undefined = deps.sandbox && sandboxControl(deps.sandbox);
   const pollMs = deps.pollMs ?? 500;
   const streamMs = deps.streamMs ?? 10 * 60_000;
+  const clock = deps.clock ?? systemClock;
+  const sessions = consoleSessionStore({ db, clock, tokens });
+  const signIns = signInLimiter(clock);
+  const proxies = trustedProxies(deps.config.trustedProxies);
   const app = new Hono<AppEnv>();
 
   const page = (
@@ -167,40 +182,40 @@ export function consoleRoutes(deps: ConsoleDeps) {
   app.route('/', assetRoutes());
   app.use(
     '*',
-    consoleAuth(tokens, (path) => OPEN.has(path)),
+    consoleAuth(tokens, sessions, (path) => OPEN.has(path)),
   );
   // cookies make form posts from other sites a risk: only same-origin posts are taken
   app.use('*', csrf());
 
   app.get('/login', (c) =>
-    page(
-      c,
-      'Sign in',
-      undefined,
-      <LoginPage next={safeNext(c.req.query('next'))} failed={false} />,
-    ),
+    page(c, 'Sign in', undefined, <LoginPage next={safeNext(c.req.query('next'))} />),
   );
   app.post('/login', async (c) => {
     const form = await c.req.parseBody();
     const token = formString(form, 'token');
     const next = safeNext(formString(form, 'next'));
     if (tokens.length === 0) return c.redirect(next, 303);
-    // every token is compared in constant time; the cookie stands for the one that matched
+    const origin = requestOrigin(c, proxies);
+    // a locked-out address is not told whether its token was right, or guessing would go on
+    const wait = signIns.retryAfter(origin.address);
+    if (wait > 0) {
+      c.header('Retry-After', String(wait));
+      return page(c, 'Sign in', undefined, <LoginPage next={next} retryAfter={wait} />, {
+        status: 429,
+      });
+    }
+    // every token is compared in constant time; the session names the one that matched
     const match = tokens.find((t) => tokenMatches(token, [t]));
     if (match === undefined) {
+      signIns.fail(origin.address);
       return page(c, 'Sign in', undefined, <LoginPage next={next} failed />, { status: 401 });
     }
-    setCookie(c, SESSION_COOKIE, sessionValue(match), {
-      path: '/ui',
-      httpOnly: true,
-      sameSite: 'Strict',
-      secure: new URL(c.req.url).protocol === 'https:',
-      maxAge: 7 * 24 * 3600,
-    });
+    setSessionCookie(c, await sessions.open(match), origin.secure);
     return c.redirect(next, 303);
   });
-  app.post('/logout', (c) => {
-    deleteCookie(c, SESSION_COOKIE, { path: '/ui' });
+  app.post('/logout', async (c) => {
+    await sessions.revoke(sessionCookie(c));
+    clearSessionCookie(c, requestOrigin(c, proxies).secure);
     return c.redirect('/ui/login', 303);
   });
 
@@ -530,8 +545,8 @@ export function consoleRoutes(deps: ConsoleDeps) {
       ),
     };
     const to = normalizePhone(values.to);
-    await sandbox.armLiveCall(to);
     try {
+      await sandbox.armLiveCall(to);
       const started = await startCall(deps.calls, {
         flow: compiled.id,
         to,

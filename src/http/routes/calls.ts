@@ -13,7 +13,9 @@ import {
 } from '../../calls/start.ts';
 import { AppError } from '../../errors.ts';
 import { ErrorBody } from '../../messages/views.ts';
+import { auditItems } from '../audit.ts';
 import { newRouter } from '../router.ts';
+import { needs } from '../scopes.ts';
 
 const err = (description: string) => ({
   description,
@@ -25,6 +27,7 @@ const start = createRoute({
   path: '/v1/calls',
   tags: ['calls'],
   summary: 'Start a call from a flow',
+  security: needs('send'),
   description:
     'Validates the vars against the flow params and the numbers, renders the menu with signed tokens, and stores the call (pinned to the flow version), its speechcall message and the outbox row in one transaction.',
   request: {
@@ -54,6 +57,7 @@ const batch = createRoute({
   method: 'post',
   path: '/v1/calls/batch',
   tags: ['calls'],
+  security: needs('send'),
   summary: 'Start up to 10 000 calls of one flow; each is queued or rejected on its own',
   request: {
     body: { required: true, content: { 'application/json': { schema: BatchCallsRequest } } },
@@ -82,6 +86,7 @@ const getOne = createRoute({
   method: 'get',
   path: '/v1/calls/{id}',
   tags: ['calls'],
+  security: needs('read'),
   summary: 'A call: state, outcome, vars, path of menus and keys, its messages, its timeline',
   request: {
     params: z.object({ id: z.string().meta({ param: { name: 'id', in: 'path' } }) }),
@@ -96,6 +101,7 @@ const list = createRoute({
   method: 'get',
   path: '/v1/calls',
   tags: ['calls'],
+  security: needs('read'),
   summary: 'Calls, newest first, filtered by flow, number, state or outcome',
   request: {
     query: z.object({
@@ -116,9 +122,20 @@ const list = createRoute({
 
 export function callRoutes(deps: StartDeps) {
   const app = newRouter();
-  app.openapi(start, async (c) => c.json(await startCall(deps, c.req.valid('json')), 202));
+  app.openapi(start, async (c) => {
+    const started = await startCall(deps, c.req.valid('json'));
+    c.set('audit', {
+      created: { calls: auditItems([started.id]), messages: auditItems([started.messageId]) },
+    });
+    return c.json(started, 202);
+  });
   app.openapi(batch, async (c) => {
     const result = await startCalls(deps, c.req.valid('json'));
+    const queued = result.calls.flatMap((r) => (r.id ? [r.id] : []));
+    c.set('audit', {
+      created: { calls: auditItems(queued) },
+      rejected: { calls: result.calls.length - queued.length },
+    });
     if (result.queued === 0) {
       throw new AppError(
         'VALIDATION_ERROR',

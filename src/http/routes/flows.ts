@@ -7,6 +7,7 @@ import { AppError } from '../../errors.ts';
 import { flowToMermaid, type LoadedFlow } from '../../flows/index.ts';
 import { ErrorBody } from '../../messages/views.ts';
 import { newRouter } from '../router.ts';
+import { needs } from '../scopes.ts';
 
 const Issue = z
   .object({
@@ -70,6 +71,7 @@ const list = createRoute({
   method: 'get',
   path: '/v1/flows',
   tags: ['flows'],
+  security: needs('read'),
   summary: 'The flows in the flows directory, with version, params, menus and checks',
   responses: {
     200: {
@@ -83,6 +85,7 @@ const getOne = createRoute({
   method: 'get',
   path: '/v1/flows/{id}',
   tags: ['flows'],
+  security: needs('read'),
   summary: 'One flow with its compiled menu template and a Mermaid diagram',
   request: { params: IdParam },
   responses: {
@@ -95,6 +98,7 @@ const stats = createRoute({
   method: 'get',
   path: '/v1/flows/{id}/stats',
   tags: ['flows'],
+  security: needs('read'),
   summary: 'Per menu node: visits, each key, hang-ups; failures and outcomes',
   request: { params: IdParam },
   responses: {

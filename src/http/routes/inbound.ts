@@ -4,6 +4,7 @@ import type { Db } from '../../db/client.ts';
 import { listInbound } from '../../messages/inbound.ts';
 import { ErrorBody } from '../../messages/views.ts';
 import { newRouter } from '../router.ts';
+import { needs } from '../scopes.ts';
 
 export const InboundMessage = z
   .object({
@@ -26,6 +27,7 @@ const list = createRoute({
   method: 'get',
   path: '/v1/inbound',
   tags: ['inbound'],
+  security: needs('read'),
   summary: 'Incoming Viber messages',
   request: {
     query: z.object({

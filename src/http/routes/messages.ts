@@ -9,7 +9,9 @@ import { getMessage, listMessages } from '../../messages/read.ts';
 import { MessageStatus } from '../../messages/status.ts';
 import { MAX_MESSAGES_PER_REQUEST, submitMessages } from '../../messages/submit.ts';
 import { ErrorBody, MessageList, MessageView, SubmitResponse } from '../../messages/views.ts';
+import { auditItems } from '../audit.ts';
 import { newRouter } from '../router.ts';
+import { needs } from '../scopes.ts';
 
 const errorResponse = (description: string) => ({
   description,
@@ -62,6 +64,7 @@ const submit = createRoute({
   method: 'post',
   path: '/v1/messages',
   tags: ['messages'],
+  security: needs('send'),
   summary: 'Submit up to 5000 messages; each is accepted (queued) or rejected on its own',
   request: { body: { required: true, content: { 'application/json': { schema: SubmitRequest } } } },
   responses: {
@@ -90,6 +93,7 @@ const getOne = createRoute({
   method: 'get',
   path: '/v1/messages/{ref}',
   tags: ['messages'],
+  security: needs('read'),
   summary: 'One message with its status timeline and what was sent',
   description:
     "`sent` is the message as Switchboard sends it (text, messageData, fallbacks; a call's follow-up with its rendered text). After RETENTION_DAYS its texts are removed: `sent` is null and `contentRemoved` says when. A message an erasure removed (DELETE /v1/subjects/{phone}) is not found: its 404 names it erased, with when (a detail with code `ERASED`).",
@@ -121,6 +125,7 @@ const list = createRoute({
   method: 'get',
   path: '/v1/messages',
   tags: ['messages'],
+  security: needs('read'),
   summary: 'Messages, newest first, filtered, one page at a time',
   request: { query: ListQuery },
   responses: {
@@ -144,6 +149,11 @@ export function messageRoutes(deps: {
       ...(deps.lifetimeSeconds !== undefined && { lifetimeSeconds: deps.lifetimeSeconds }),
     });
     deps.onQueued?.();
+    const queued = results.flatMap((r) => (r.status === 'queued' && r.id ? [r.id] : []));
+    c.set('audit', {
+      created: { messages: auditItems(queued) },
+      rejected: { messages: results.length - queued.length },
+    });
     return c.json({ messages: results }, 202);
   });
   app.openapi(getOne, async (c) =>

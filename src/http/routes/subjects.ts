@@ -4,12 +4,11 @@
  * number masked, like every other.
  */
 import { createRoute, z } from '@hono/zod-openapi';
-import type { Clock } from '../../clock.ts';
-import type { Db } from '../../db/client.ts';
 import { ErrorBody } from '../../messages/views.ts';
-import { ErasureReport, eraseSubject } from '../../privacy/erasure.ts';
+import { type ErasureDeps, ErasureReport, eraseSubject } from '../../privacy/erasure.ts';
 import { isE164 } from '../../provider/message.ts';
 import { newRouter } from '../router.ts';
+import { needs } from '../scopes.ts';
 
 const errorResponse = (description: string) => ({
   description,
@@ -31,9 +30,10 @@ const erase = createRoute({
   method: 'delete',
   path: '/v1/subjects/{phone}',
   tags: ['privacy'],
+  security: needs('admin'),
   summary: 'Erase everything held about one phone number',
   description:
-    'Removes every message to the number (with its timeline and outbox row), every call to it (path, events, timers, follow-up messages), the Viber messages it sent, the delivery events waiting for its messages, and the raw callback bodies about it; bodies that also carry other people are kept with the number and its message ids cut out. Aggregate flow statistics stay. Callbacks that arrive later about the erased messages are acknowledged and dropped. Erasing again reports zeros.',
+    'Removes every message to the number (with its timeline and outbox row), every call to it (path, events, timers, follow-up messages), the Viber messages it sent, the delivery events waiting for its messages, and the raw callback bodies about it, wherever they write the number in any form (with or without +, 00 or a national trunk 0; with spaces, dashes, dots, brackets or slashes; URL-encoded; as a JSON number); bodies that also carry other people are kept with the number and its message ids cut out. With the built-in sandbox, its own copies (messages, calls, callbacks, incoming messages, scripts) are forgotten too. Aggregate flow statistics stay. Callbacks that arrive later about the erased messages are acknowledged and dropped. Erasing again reports zeros.',
   request: { params: PhoneParam },
   responses: {
     200: {
@@ -45,11 +45,17 @@ const erase = createRoute({
   },
 });
 
-export function subjectRoutes(deps: { db: Db; clock: Clock }) {
+export function subjectRoutes(deps: ErasureDeps) {
   const app = newRouter();
   app.openapi(erase, async (c) => {
     const report = await eraseSubject(deps, c.req.valid('param').phone);
     c.get('logger')?.info({ subject: report.phone, removed: report.removed }, 'subject erased');
+    // the counts only: the number itself stays out of the audit log
+    c.set('audit', {
+      removed: Object.fromEntries(
+        Object.entries(report.removed).map(([kind, count]) => [kind, { count }]),
+      ),
+    });
     return c.json(report, 200);
   });
   return app;
