@@ -171,8 +171,10 @@ export function createCallbackSender(deps: CallbackSenderDeps): CallbackSender {
           signal: AbortSignal.timeout(options.requestTimeoutMs),
         });
         entry.status = response.status;
-        // Drain the body so the connection is freed.
-        await response.arrayBuffer().catch(() => undefined);
+        // Drain our own receiver's answer so its keep-alive connection is reused; a webhook's
+        // receiver is someone else's, and its answer could be endless: drop it unread.
+        if (webhook) await response.body?.cancel().catch(() => undefined);
+        else await response.arrayBuffer().catch(() => undefined);
       } catch (error) {
         entry.error = error instanceof Error ? error.message : String(error);
         if (error instanceof OutboundRefusedError) {

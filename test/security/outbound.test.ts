@@ -403,6 +403,35 @@ describe("the sandbox's callback sender", () => {
     expect(r.hits).toEqual([]);
   });
 
+  it("does not read a webhook receiver's answer: an endless body cannot hold an attempt", async () => {
+    const server: Server = createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      const more = () => {
+        if (!res.destroyed) res.write('x'.repeat(64 * 1024), () => setImmediate(more));
+      };
+      more();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { s } = sender(policy({ allowPrivate: true }));
+      // resolves once the first attempt is made; reading the body would end only at the
+      // attempt's timeout, with an error instead of the status
+      await s.send({
+        kind: 'webhook',
+        url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
+        body: {},
+      });
+      const [record] = s.list();
+      expect(record?.state).toBe('delivered');
+      expect(record?.attempts).toEqual([expect.objectContaining({ attempt: 1, status: 200 })]);
+      expect(record?.attempts[0]).not.toHaveProperty('error');
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
   it('retries an allowed host that does not answer, and lists each attempt generically', async () => {
     const gone = await recorder();
     await gone.close();
