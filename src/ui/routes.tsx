@@ -60,7 +60,7 @@ import { consoleSessionStore } from './sessions.ts';
 import { signInLimiter } from './sign-in-limit.ts';
 
 export interface ConsoleDeps {
-  config: Pick<Config, 'uiTokens' | 'apiTokens' | 'trustedProxies'>;
+  config: Pick<Config, 'uiTokens' | 'apiTokens' | 'trustedProxies' | 'publicUrl'>;
   db: Db;
   /** sessions' expiry and the sign-in limit's window (default: the system clock) */
   clock?: Clock;
@@ -184,8 +184,15 @@ export function consoleRoutes(deps: ConsoleDeps) {
     '*',
     consoleAuth(tokens, sessions, (path) => OPEN.has(path)),
   );
-  // cookies make form posts from other sites a risk: only same-origin posts are taken
-  app.use('*', csrf());
+  // cookies make form posts from other sites a risk: only same-origin posts are taken. Behind a
+  // TLS-terminating proxy the request URL says http: PUBLIC_URL's origin counts as ours too.
+  const publicOrigin = new URL(deps.config.publicUrl).origin;
+  app.use(
+    '*',
+    csrf({
+      origin: (origin, c) => origin === new URL(c.req.url).origin || origin === publicOrigin,
+    }),
+  );
 
   app.get('/login', (c) =>
     page(c, 'Sign in', undefined, <LoginPage next={safeNext(c.req.query('next'))} />),

@@ -108,6 +108,27 @@ describeEachEngine('console sessions', (ctx) => {
     expect((await page(app, cookie)).status).toBe(200);
   });
 
+  it("takes a form posted from PUBLIC_URL's origin behind a TLS-terminating proxy", async () => {
+    // the proxy speaks http to Switchboard, so the request URL's origin is not the browser's
+    const behind = buildTestApp(ctx.database(), {
+      env: { UI_TOKEN: 'ui-b', PUBLIC_URL: 'https://switchboard.example.com' },
+      clock: time.clock,
+    }).app;
+    const cookie = cookieOf(await signIn(behind, 'ui-b'))!;
+    const lookalike = await behind.request('/ui/logout', {
+      method: 'POST',
+      headers: { origin: 'https://switchboard.example.com.evil.example', cookie },
+    });
+    expect(lookalike.status).toBe(403);
+    expect((await page(behind, cookie)).status).toBe(200);
+    const out = await behind.request('/ui/logout', {
+      method: 'POST',
+      headers: { origin: 'https://switchboard.example.com', cookie },
+    });
+    expect(out.status).toBe(303);
+    expect((await page(behind, cookie)).status).toBe(303);
+  });
+
   it('a token removed from UI_TOKEN voids its sessions, on any instance', async () => {
     const a = cookieOf(await signIn(app, 'ui-a'))!;
     const b = cookieOf(await signIn(app, 'ui-b'))!;
