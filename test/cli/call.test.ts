@@ -1,24 +1,13 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { callsFromCsv, runCall } from '../../src/cli/call.ts';
 import type { RunningServer } from '../../src/server.ts';
 import { phone } from '../support/app.ts';
+import { capture } from '../support/cli.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { startTestServer } from '../support/server.ts';
-
-function capture() {
-  let text = '';
-  const stream = new Writable({
-    write(chunk, _enc, done) {
-      text += chunk.toString();
-      done();
-    },
-  });
-  return { stream, text: () => text };
-}
 
 describe('switchboard call', () => {
   let db: TestDatabase;

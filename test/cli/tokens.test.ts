@@ -3,26 +3,15 @@
  * stdout and it works on /v1 with its scopes; list shows it without the token; revoke stops
  * it; refusals and unreachable servers exit 1 with the reason.
  */
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runTokens } from '../../src/cli/tokens.ts';
 import type { RunningServer } from '../../src/server.ts';
 import { uniq } from '../support/app.ts';
+import { capture } from '../support/cli.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { startTestServer } from '../support/server.ts';
 
 const ADMIN = 'cli-admin-token-9f3e';
-
-function capture() {
-  let text = '';
-  const stream = new Writable({
-    write(chunk, _enc, done) {
-      text += chunk.toString();
-      done();
-    },
-  });
-  return { stream, text: () => text };
-}
 
 describe('switchboard tokens', () => {
   let db: TestDatabase;
