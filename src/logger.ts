@@ -24,7 +24,8 @@ export interface LoggerOptions {
   logPii?: boolean;
 }
 
-const REDACTED = '[redacted]';
+/** What a secret or a content field is replaced by, in logs and in listings that show headers. */
+export const REDACTED = '[redacted]';
 
 // secrets, by the end of their key: apiToken, callbackToken, x-callback-token, webhookSecret, ...
 const SECRET_KEY = /(token|secret|password|passwd|authorization|api[-_]?key|cookie|signature)$/i;

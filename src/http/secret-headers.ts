@@ -10,6 +10,8 @@
  * // { 'x-callback-token': '[redacted]', 'content-type': 'application/json' }
  */
 
+import { REDACTED } from '../logger.ts';
+
 export const SECRET_HEADERS: ReadonlySet<string> = new Set([
   'authorization',
   'proxy-authorization',
@@ -24,8 +26,6 @@ export const SECRET_HEADERS: ReadonlySet<string> = new Set([
 ]);
 
 const SECRET_NAME = /token|secret|(^|[-_])(api[-_]?)?key$|auth|passw|signature|session|cookie/i;
-
-export const REDACTED = '[redacted]';
 
 /** True when a header of this name (any case) may carry a secret. */
 export function isSecretHeader(name: string): boolean {

@@ -16,8 +16,10 @@
  */
 import type { Context, MiddlewareHandler } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
+import { presentedBearer } from '../http/api-auth.ts';
 import { tokenMatches } from '../http/auth.ts';
 import type { AppEnv } from '../http/env.ts';
+import { header } from '../http/headers.ts';
 import { type ConsoleSessions, SESSION_LIFETIME_MS } from './sessions.ts';
 
 export const SESSION_COOKIE = 'switchboard_console';
@@ -48,7 +50,7 @@ export async function isSignedIn(
   sessions: ConsoleSessions,
 ): Promise<boolean> {
   if (tokens.length === 0) return true;
-  const bearer = c.req.header('authorization')?.match(/^Bearer[ \t]+(\S+)[ \t]*$/i)?.[1];
+  const bearer = presentedBearer(header(c, 'authorization'));
   if (tokenMatches(bearer, tokens)) return true;
   return sessions.isValid(sessionCookie(c));
 }

@@ -446,6 +446,27 @@ describe("the sandbox's callback sender", () => {
   });
 });
 
+/** A speech call whose menu's key 1 runs each of `webhooks` (a URL, or a whole action), then hangs up. */
+function menuCall(to: string, webhooks: (string | Record<string, unknown>)[]) {
+  const actions = webhooks.map((w) => (typeof w === 'string' ? { action: 'webhook', url: w } : w));
+  return {
+    messages: [
+      {
+        from: 'Acme',
+        to,
+        type: 'speechcall',
+        text: 'probe',
+        menu: [
+          {
+            introUrl: 'https://cdn.example.com/probe.mp3',
+            dtmfActions: { d1: [...actions, { action: 'hangup' }] },
+          },
+        ],
+      },
+    ],
+  };
+}
+
 describe('end to end: the server with its built-in sandbox, default settings', () => {
   let dir: string;
   let db: TestDatabase;
@@ -552,22 +573,7 @@ menus:
     const sent = await fetch(`${server.url}/sandbox/bat/messagelist`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'X-Authorization-Key': 'sandbox-key' },
-      body: JSON.stringify({
-        messages: [
-          {
-            from: 'Acme',
-            to,
-            type: 'speechcall',
-            text: 'probe',
-            menu: [
-              {
-                introUrl: 'https://cdn.example.com/probe.mp3',
-                dtmfActions: { d1: [...urls.map(hook), { action: 'hangup' }] },
-              },
-            ],
-          },
-        ],
-      }),
+      body: JSON.stringify(menuCall(to, urls.map(hook))),
     });
     expect(sent.status, await sent.clone().text()).toBeLessThan(300);
     const failed = await eventually(
@@ -588,26 +594,6 @@ menus:
 });
 
 describe('the standalone sandbox (npm run sandbox)', () => {
-  /** A menu whose key 1 posts to each of `urls`. */
-  const menuCall = (to: string, urls: string[]) => ({
-    messages: [
-      {
-        from: 'Acme',
-        to,
-        type: 'speechcall',
-        text: 'probe',
-        menu: [
-          {
-            introUrl: 'https://cdn.example.com/probe.mp3',
-            dtmfActions: {
-              d1: [...urls.map((url) => ({ action: 'webhook', url })), { action: 'hangup' }],
-            },
-          },
-        ],
-      },
-    ],
-  });
-
   it.each([
     ['unset', 'refused', {}],
     ['true', 'delivered', { OUTBOUND_ALLOW_PRIVATE: 'true' }],

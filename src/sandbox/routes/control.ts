@@ -11,7 +11,8 @@
 import { randomUUID } from 'node:crypto';
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { REDACTED, redactHeaders } from '../../http/secret-headers.ts';
+import { redactHeaders } from '../../http/secret-headers.ts';
+import { REDACTED } from '../../logger.ts';
 import { isE164, Recipient } from '../../provider/message.ts';
 import { controlRequests } from '../access.ts';
 import { CallbackKind, CallbackOptions, type CallbackRecord } from '../callbacks.ts';
