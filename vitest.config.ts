@@ -7,5 +7,7 @@ export default defineConfig({
     hookTimeout: 60_000,
     pool: 'forks',
     globalSetup: ['test/support/global-setup.ts'],
+    // the default output, then which tests were skipped here and why
+    reporters: ['default', './test/support/skip-reporter.ts'],
   },
 });

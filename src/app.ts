@@ -8,6 +8,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
+import { httpInstrumentationMiddleware } from '@hono/otel';
 import { OpenAPIHono } from '@hono/zod-openapi';
 import type { Hono, MiddlewareHandler } from 'hono';
 import { callStatusHook, type EventDeps } from './calls/events.ts';
@@ -25,6 +26,7 @@ import { docsRoutes } from './http/docs.ts';
 import type { AppEnv } from './http/env.ts';
 import { notFound, onError, validationHook } from './http/errors.ts';
 import { requestIds } from './http/headers.ts';
+import { idempotency } from './http/idempotency.ts';
 import { requestChecks } from './http/input.ts';
 import {
   createMetrics,
@@ -47,6 +49,7 @@ import { statusMapWith } from './messages/delivery-parse.ts';
 import { outboxDepth } from './messages/dispatcher.ts';
 import type { IngestDeps } from './messages/ingest.ts';
 import type { WebhookSecrets } from './privacy/webhook-secret.ts';
+import { tracingEnabled } from './tracing.ts';
 import { consoleRoutes } from './ui/routes.tsx';
 
 export interface AppDeps {
@@ -120,6 +123,11 @@ export function createApp(deps: AppDeps) {
   };
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
 
+  // a server span per request, the parent of its database writes and provider requests;
+  // mounted only when tracing is on (tracing.ts), so it costs nothing otherwise
+  if (tracingEnabled()) {
+    app.use('*', httpInstrumentationMiddleware({ serviceName: 'switchboard' }));
+  }
   app.use('*', requestIds());
   app.use('*', requestLogger(deps.logger));
   app.use('*', metricsMiddleware(metrics));
@@ -133,6 +141,9 @@ export function createApp(deps: AppDeps) {
   app.use('*', bodyLimits());
   // URL length, path and query characters, a JSON body's charset and bytes (http/input.ts)
   app.use('*', requestChecks());
+  // Idempotency-Key on the creating POSTs: after the auth (keys are the caller's) and the body
+  // checks; without the header it does no database work (http/idempotency.ts)
+  app.use('/v1/*', idempotency({ db, clock }));
   app.use('/ui/*', pageHeaders());
   app.use('/docs/*', pageHeaders());
   app.onError(onError);
@@ -171,27 +182,8 @@ export function createApp(deps: AppDeps) {
 
   // after every route is mounted: throws when a /v1 route declares no scope
   const routes = auth.seal(app);
-  app.doc31('/openapi.json', {
-    openapi: '3.1.0',
-    info: {
-      title: 'Switchboard',
-      version: VERSION,
-      description:
-        'IVR flows compiled to provider speech-call menus, callbacks correlated in Postgres, and status timelines.',
-    },
-    tags: [
-      { name: 'system', description: 'liveness, readiness, metrics' },
-      { name: 'messages', description: 'outbound messages and their timelines' },
-      { name: 'calls', description: 'calls started from flows, their paths and timelines' },
-      { name: 'flows', description: 'the IVR flows, compiled, with diagrams and statistics' },
-      { name: 'inbound', description: 'incoming Viber messages' },
-      { name: 'privacy', description: 'erasing what is held about a person' },
-      { name: 'tokens', description: 'API tokens with scopes' },
-      { name: 'audit', description: 'what was changed through the API, by which token' },
-      { name: 'hooks', description: 'callbacks from the provider' },
-    ],
-  });
-  app.route('/', docsRoutes());
+  // /openapi.json (its info, servers, tags and error responses) and /docs: http/docs.ts
+  app.route('/', docsRoutes(app, { version: VERSION, publicUrl: deps.config.publicUrl }));
   return { app, metrics, ingest, calls, routes, tokens };
 }
 

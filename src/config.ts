@@ -38,9 +38,13 @@ const positiveInt = (fallback: number) =>
       return Number(v.trim());
     });
 
+/** where the embedded database lives when DATA_DIR is unset */
+export const DEFAULT_DATA_DIR = './.data';
+
 export const EnvSchema = z.object({
   // 0 asks the OS for a free port (tests); the chosen one is logged
   PORT: positiveInt(3000).refine((p) => p < 65536, 'must be a port between 0 and 65535'),
+  // unset: loopback without API_TOKEN (nothing guards /v1 and /ui), every interface with it
   HOST: optionalString,
   DATABASE_URL: optionalString.refine(
     (v) => v === undefined || /^postgres(ql)?:\/\//.test(v),
@@ -91,6 +95,13 @@ export const EnvSchema = z.object({
     .optional()
     .default('info'),
   LOG_PII: bool,
+  // auto: readable lines when stdout is a terminal, JSON lines otherwise
+  LOG_FORMAT: z
+    .enum(['auto', 'json', 'pretty', ''], {
+      error: (issue) => `must be auto, json or pretty, got "${String(issue.input)}"`,
+    })
+    .optional()
+    .transform((v) => (v === undefined || v === '' ? 'auto' : v)),
   FLOWS_DIR: optionalString,
   SHUTDOWN_TIMEOUT_MS: positiveInt(10_000),
   DELIVERY_STATUS_MAP: optionalString.transform((v, ctx) => {
@@ -172,7 +183,10 @@ export interface Config {
   /** unset: the built-in sandbox, mounted at `${publicUrl}/sandbox` */
   providerBaseUrl: string | undefined;
   provider: { login?: string; password?: string; apiKey?: string };
+  /** the first of CALLBACK_TOKEN's tokens: the one to give the provider (and the sandbox) */
   callbackToken: string | undefined;
+  /** CALLBACK_TOKEN (comma-separated, for rotation): every token a callback may carry */
+  callbackTokens: string[];
   /** CALLBACKS_OPEN: run without CALLBACK_TOKEN against a real provider, on purpose */
   callbacksOpen: boolean;
   apiTokens: string[];
@@ -187,6 +201,8 @@ export interface Config {
   trustedProxies: string[];
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   logPii: boolean;
+  /** LOG_FORMAT: JSON lines, readable lines, or (auto) readable on a terminal only */
+  logFormat: 'auto' | 'json' | 'pretty';
   flowsDir: string;
   shutdownTimeoutMs: number;
   /** vendor status words added to (or overriding) the built-in table */
@@ -204,6 +220,30 @@ export interface Config {
   retentionDays: number | undefined;
   /** SANDBOX_DIALECT: what the built-in sandbox reports (src/sandbox/dialect.ts); default docs */
   sandboxDialect: 'docs' | 'compact';
+}
+
+/** Where the server listens when HOST is unset: loopback unless API_TOKEN guards /v1 and /ui. */
+/** A comma-separated list of tokens (rotation: the new one and the old one), blanks dropped. */
+function tokenList(value: string | undefined): string[] {
+  return (value ?? '')
+    .split(',')
+    .map((t) => t.trim())
+    .filter((t) => t !== '');
+}
+
+export function defaultHost(apiTokens: readonly string[]): string {
+  return apiTokens.length > 0 ? '0.0.0.0' : '127.0.0.1';
+}
+
+/**
+ * Whether an address to listen on is reachable from this machine only (127.0.0.0/8, ::1,
+ * localhost); the wildcard and every other address are not.
+ */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return (
+    h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h) || h === '::ffff:127.0.0.1'
+  );
 }
 
 /** A configuration problem, naming the variable and the rule it broke. */
@@ -240,11 +280,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     ]);
   }
   const publicUrl = (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, '');
+  const apiTokens = tokenList(e.API_TOKEN);
+  const callbackTokens = tokenList(e.CALLBACK_TOKEN);
   return {
     port: e.PORT,
-    host: e.HOST ?? '0.0.0.0',
+    host: e.HOST ?? defaultHost(apiTokens),
     databaseUrl: e.DATABASE_URL,
-    dataDir: e.DATA_DIR ?? './.data',
+    dataDir: e.DATA_DIR ?? DEFAULT_DATA_DIR,
     publicUrl,
     providerBaseUrl: e.PROVIDER_BASE_URL?.replace(/\/+$/, ''),
     provider: {
@@ -252,22 +294,18 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       ...(e.PROVIDER_PASSWORD !== undefined && { password: e.PROVIDER_PASSWORD }),
       ...(e.PROVIDER_API_KEY !== undefined && { apiKey: e.PROVIDER_API_KEY }),
     },
-    callbackToken: e.CALLBACK_TOKEN,
+    callbackToken: callbackTokens[0],
+    callbackTokens,
     callbacksOpen: e.CALLBACKS_OPEN,
-    apiTokens: (e.API_TOKEN ?? '')
-      .split(',')
-      .map((t) => t.trim())
-      .filter((t) => t !== ''),
-    uiTokens: (e.UI_TOKEN ?? '')
-      .split(',')
-      .map((t) => t.trim())
-      .filter((t) => t !== ''),
+    apiTokens,
+    uiTokens: tokenList(e.UI_TOKEN),
     webhookSecret: e.WEBHOOK_SECRET,
     sandboxToken: e.SANDBOX_TOKEN,
     outboundAllowPrivate: e.OUTBOUND_ALLOW_PRIVATE,
     trustedProxies: e.TRUSTED_PROXIES,
     logLevel: e.LOG_LEVEL,
     logPii: e.LOG_PII,
+    logFormat: e.LOG_FORMAT,
     flowsDir: e.FLOWS_DIR ?? './flows',
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     deliveryStatusMap: e.DELIVERY_STATUS_MAP,

@@ -8,6 +8,9 @@
  * @example
  * throw new AppError('NOT_FOUND', 'message msg_1 not found');
  */
+// every zod parse speaks in Switchboard's sentences: the error map is installed as this
+// module loads, before anything that can fail validation runs
+import './zod-issues.ts';
 
 /** Every error code Switchboard can answer with. Add here, then to `httpStatus`. */
 export const ERROR_CODES = [
@@ -40,15 +43,128 @@ export const ERROR_CODES = [
   'UNKNOWN_FLOW',
   'INVALID_FLOW',
   'INVALID_VARS',
+  // a call's `lang` that its flow does not speak
+  'INVALID_LANGUAGE',
+  // an Idempotency-Key sent again with a different request, or while its first is running
+  'IDEMPOTENCY_KEY_REUSED',
+  'IDEMPOTENCY_KEY_IN_USE',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
-/** One problem with one field: `path` is written like `messages[3].to`. */
+/**
+ * Every code a detail (`details[].code`, one problem with one field) can carry: the closed
+ * list of field-level codes, UPPER_SNAKE_CASE like the top-level ones (docs/errors.md lists
+ * both). A schema's problems map here in src/zod-issues.ts; a flow's check rules are here
+ * too (src/flows/checks.ts `FLOW_RULES`), as `INVALID_FLOW` names them.
+ */
+export const DETAIL_CODES = [
+  // the shape of a value (what a schema says; src/zod-issues.ts)
+  'REQUIRED',
+  'INVALID_TYPE',
+  'INVALID_VALUE',
+  'INVALID_FORMAT',
+  'TOO_SMALL',
+  'TOO_BIG',
+  'TOO_SHORT',
+  'TOO_LONG',
+  'NOT_MULTIPLE_OF',
+  'UNKNOWN_FIELD',
+  'INVALID_KEY',
+  // the request itself (src/http/input.ts, src/http/errors.ts)
+  'JSON_SYNTAX',
+  'INVALID_ENCODING',
+  'INVALID_UTF8',
+  'UNSUPPORTED_CHARSET',
+  'TOO_DEEP',
+  'INVALID_CURSOR',
+  'INSUFFICIENT_SCOPE',
+  'DUPLICATE',
+  'ERASED',
+  // a message (the provider's rules, src/provider/*)
+  'INVALID_RECIPIENT',
+  'INVALID_SENDER',
+  'INVALID_PHONE',
+  'INVALID_DATETIME',
+  'EXPIRE_BEFORE_SEND',
+  'EXPIRED',
+  'INVALID_EXPIRY',
+  'MESSAGE_TOO_LONG',
+  'TEXT_REQUIRED',
+  'EMPTY_TEXT',
+  'EMPTY_OPTION',
+  'INVALID_BUTTON',
+  'INVALID_IMAGE',
+  'INVALID_MEDIA_TYPE',
+  'INVALID_OTP',
+  'INVALID_PROMO',
+  'INVALID_SURVEY',
+  'INVALID_FALLBACK',
+  'INVALID_LANGUAGE',
+  'INVALID_URL',
+  'INVALID_MESSAGE',
+  'DUPLICATE_CUSTOMER_MESSAGE_ID',
+  // a cascade message (src/provider/cascade.ts)
+  'DUPLICATE_ID',
+  'DUPLICATE_VARIABLE',
+  'UNKNOWN_VARIABLE',
+  'UNKNOWN_PLACEHOLDER',
+  'INVALID_PLACEHOLDER',
+  'NO_MESSAGES',
+  'TEXT_TOO_LONG',
+  'OPTION_TOO_LONG',
+  'SURVEY_OPTIONS_COUNT',
+  'SURVEY_OPTIONS_NOT_ALLOWED',
+  'CONFLICTING_FIELDS',
+  'INVALID_ENDPOINT',
+  // a speech-call menu (src/provider/menu.ts)
+  'ACTION_AFTER_HANGUP',
+  // a call and its flow (src/flows/vars.ts, src/calls/*)
+  'UNKNOWN_FLOW',
+  'UNKNOWN_PARAM',
+  'UNKNOWN_LANGUAGE',
+  // a flow's check rules (src/flows/checks.ts FLOW_RULES)
+  'YAML_SYNTAX',
+  'DUPLICATE_KEY',
+  'INVALID_ID',
+  'SCHEMA',
+  'INVALID_ACTION',
+  'UNKNOWN_MENU',
+  'UNREACHABLE_MENU',
+  'UNREACHABLE_ACTION',
+  'NO_END',
+  'TEMPLATE_SYNTAX',
+  'UNDECLARED_PARAM',
+  'UNUSED_PARAM',
+  'PARAM_DEFAULT',
+  'MISSING_LANGUAGE',
+  'DUPLICATE_LANGUAGE',
+  'INVALID_DURATION',
+  'SEND_TEXT',
+  'SEND_CASCADE',
+  'MENU_LIMIT',
+  'PROVIDER_MENU',
+] as const;
+
+export type DetailCode = (typeof DETAIL_CODES)[number];
+
+/**
+ * One problem with one field: `path` is written like `messages[3].to` (`body` for the
+ * request body as a whole), `code` is one of DETAIL_CODES, `message` a sentence for people.
+ * `line` and `column` (both from 1) say where in the body a `JSON_SYNTAX` detail found the
+ * first error; no other detail carries them.
+ */
 export interface ErrorDetail {
   path: string;
-  code: string;
+  code: DetailCode;
   message: string;
+  line?: number;
+  column?: number;
+}
+
+/** Whether a string is one of DETAIL_CODES. */
+export function isDetailCode(code: string): code is DetailCode {
+  return (DETAIL_CODES as readonly string[]).includes(code);
 }
 
 export class AppError extends Error {
@@ -77,6 +193,7 @@ export function httpStatus(
     case 'UNKNOWN_FLOW':
     case 'INVALID_FLOW':
     case 'INVALID_VARS':
+    case 'INVALID_LANGUAGE':
       return 400;
     case 'UNAUTHORIZED':
       return 401;
@@ -90,6 +207,8 @@ export function httpStatus(
       return 405;
     case 'CONFLICT':
     case 'DUPLICATE_CUSTOMER_MESSAGE_ID':
+    case 'IDEMPOTENCY_KEY_REUSED':
+    case 'IDEMPOTENCY_KEY_IN_USE':
       return 409;
     case 'PAYLOAD_TOO_LARGE':
       return 413;

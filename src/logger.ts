@@ -10,11 +10,16 @@
  * - bearer tokens, `token=`-like query parameters and the values of a failed database query
  *   inside strings are cut out.
  *
+ * The lines are JSON, one per line; on a terminal (LOG_FORMAT=auto, the default, or
+ * LOG_FORMAT=pretty) the scrubbed JSON line is turned into a readable one by pino-pretty, in
+ * this thread (no transport worker), so the scrubbing above holds in both formats.
+ *
  * @example
  * const logger = createLogger({ level: config.logLevel, logPii: config.logPii });
  * logger.info({ to: '+380501234567', text: 'Hi' }, 'sent'); // {"to":"+********4567","text":"[redacted]",...}
  */
 import { pino } from 'pino';
+import { isColorSupported, prettyFactory } from 'pino-pretty';
 
 export type Logger = pino.Logger;
 
@@ -22,6 +27,8 @@ export interface LoggerOptions {
   level: string;
   /** keep phone numbers whole (LOG_PII=true); secrets and texts are removed regardless */
   logPii?: boolean;
+  /** LOG_FORMAT; here `json` unless given. `auto` is `pretty` when stdout is a terminal */
+  format?: 'auto' | 'json' | 'pretty';
 }
 
 /** What a secret or a content field is replaced by, in logs and in listings that show headers. */
@@ -169,20 +176,54 @@ function bufferedStdout(): pino.DestinationStream {
 }
 
 /**
- * Creates the process logger (JSON lines on stdout, or on `destination`). Takes the level, or
- * the level and whether phone numbers may be logged whole.
+ * `destination`, written readable lines instead of the JSON ones it is given (already
+ * scrubbed): `12:00:01.234 INFO: listening {"port":3000}`. Colours only on a terminal.
+ */
+export function prettyStream(
+  destination: pino.DestinationStream,
+  colorize = false,
+): pino.DestinationStream {
+  const prettify = prettyFactory({
+    colorize,
+    singleLine: true,
+    translateTime: 'SYS:HH:MM:ss.l',
+    ignore: 'pid,hostname,service',
+  });
+  return { write: (line: string) => destination.write(prettify(line)) };
+}
+
+/** Whether `format` means readable lines here: `auto` asks whether stdout is a terminal. */
+export function wantsPretty(
+  format: LoggerOptions['format'],
+  isTty: boolean = process.stdout.isTTY === true,
+): boolean {
+  return format === 'pretty' || (format !== 'json' && isTty);
+}
+
+/**
+ * Creates the process logger: JSON lines on stdout (or on `destination`), or readable lines
+ * when `format` says so (see wantsPretty). Takes the level, or the level, whether phone
+ * numbers may be logged whole and the format.
  */
 export function createLogger(
   options: string | LoggerOptions,
   destination?: pino.DestinationStream,
 ): Logger {
-  const { level, logPii = false } = typeof options === 'string' ? { level: options } : options;
+  const {
+    level,
+    logPii = false,
+    format = 'json',
+  } = typeof options === 'string' ? { level: options } : options;
+  // a person reads these: each line at once, in order with what goes to stderr (the banner)
+  const pretty = wantsPretty(format, destination ? false : undefined);
+  const out =
+    destination ?? (pretty ? pino.destination({ dest: 1, sync: true }) : bufferedStdout());
   return pino(
     {
       level,
       base: { service: 'switchboard' },
       hooks: { streamWrite: (line) => scrubLogLine(line, logPii) },
     },
-    destination ?? bufferedStdout(),
+    pretty ? prettyStream(out, destination === undefined && isColorSupported) : out,
   );
 }

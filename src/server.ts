@@ -9,8 +9,9 @@ import { serve } from '@hono/node-server';
 import { createApp, databaseGauges } from './app.ts';
 import { createFlowRegistry } from './calls/registry.ts';
 import { systemClock } from './clock.ts';
-import type { Config } from './config.ts';
+import { type Config, isLoopbackHost } from './config.ts';
 import { type Database, openDatabase } from './db/client.ts';
+import { urlOnThisHost } from './db/data-dir-lock.ts';
 import { migrateDatabase } from './db/migrate.ts';
 import { createTokenStore } from './http/api-tokens.ts';
 import { answerClientErrors } from './http/client-errors.ts';
@@ -97,6 +98,14 @@ export async function startServer(
         ? 'API_TOKEN is not set: /v1 takes the tokens made with POST /v1/tokens; /ui is open unless UI_TOKEN is set'
         : 'API_TOKEN is not set and no API token was made: /v1 (and /ui, unless UI_TOKEN is set) is open to anyone who can reach this port',
     );
+    const open = openWithoutToken(config, made);
+    if (!isLoopbackHost(config.host) && open.length > 0) {
+      // HOST was set on purpose (unset, it is loopback here): start, but say what it opens
+      logger.warn(
+        { host: config.host },
+        `HOST=${config.host} with no API_TOKEN: ${open.join(' and ')} can be used by anyone on the network who reaches this port. Set API_TOKEN (and UI_TOKEN), or HOST=127.0.0.1`,
+      );
+    }
   }
   if (!config.callbackToken) {
     // against a real provider loadConfig refuses this unless CALLBACKS_OPEN says it is meant
@@ -218,6 +227,7 @@ export async function startServer(
     retentionDays: config.retentionDays,
   });
   logger.info({ provider: providerBaseUrl, sandbox: sandbox !== undefined }, 'provider');
+  await untilReady((req) => app.fetch(req), logger);
 
   let stopping: Promise<void> | undefined;
   const stop = () => {
@@ -240,8 +250,10 @@ export async function startServer(
     })();
     return stopping;
   };
+  // CLI commands on this host find the server through its DATA_DIR lock (db/data-dir-lock.ts)
+  database.dataDirLock?.announce(urlOnThisHost(server.address() as AddressInfo));
   return {
-    url: `http://localhost:${port}`,
+    url: baseUrlFor(config.host, port),
     port,
     publicUrl,
     providerBaseUrl,
@@ -251,12 +263,67 @@ export async function startServer(
   };
 }
 
+const READY_ATTEMPTS = 20;
+const READY_EVERY_MS = 500;
+
+/**
+ * Resolves once the app's own `/readyz` answers 200 (asked in-process: the database answers and
+ * the migrations are applied), so whoever is told the server is ready (the banner, the
+ * "listening" line) finds every route answering. After 10 s it gives up with a warning and the
+ * server runs on: `/readyz` keeps saying why.
+ */
+async function untilReady(
+  fetchApp: (req: Request) => Response | Promise<Response>,
+  logger: Logger,
+): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    const res = await fetchApp(new Request('http://switchboard.internal/readyz'));
+    if (res.status === 200) return;
+    if (attempt >= READY_ATTEMPTS) {
+      logger.warn({ readyz: await res.json() }, 'not ready after 10 s; see /readyz');
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, READY_EVERY_MS));
+  }
+}
+
+/** What `/v1` and `/ui` leave open without API_TOKEN (`made`: tokens exist in the database). */
+function openWithoutToken(config: Config, made: boolean): string[] {
+  return [...(made ? [] : ['/v1']), ...(config.uiTokens.length > 0 ? [] : ['/ui'])];
+}
+
+/**
+ * The address people type to reach a server listening on `host`: localhost for the wildcard
+ * and the usual loopback names, the address itself otherwise.
+ */
+export function baseUrlFor(host: string, port: number): string {
+  const h = host.replace(/^\[|\]$/g, '');
+  if (['0.0.0.0', '::', '127.0.0.1', 'localhost'].includes(h)) return `http://localhost:${port}`;
+  return `http://${h.includes(':') ? `[${h}]` : h}:${port}`;
+}
+
+/** Who can reach the server, and (when nothing guards it) how to open it safely. */
+function reachLine(config: Config): string {
+  const guarded = config.apiTokens.length > 0;
+  if (isLoopbackHost(config.host)) {
+    return guarded
+      ? `Listening on ${config.host}: this machine only (HOST=0.0.0.0 opens it to the network).`
+      : `Listening on ${config.host}: this machine only. To open it to the network, set API_TOKEN and UI_TOKEN (long random secrets: openssl rand -hex 32), then HOST=0.0.0.0.`;
+  }
+  return guarded
+    ? `Listening on ${config.host}: reachable from the network; /v1 and /ui need a token.`
+    : `WARNING: listening on ${config.host} with no API_TOKEN: anyone who reaches this port can use ${['/v1 (until a token is made with POST /v1/tokens)', ...(config.uiTokens.length > 0 ? [] : ['/ui'])].join(' and ')}. Set API_TOKEN and UI_TOKEN, or HOST=127.0.0.1.`;
+}
+
 /** What a new user can try against a freshly started server. */
 export function nextSteps(config: Config, port: number): string {
-  const base = `http://localhost:${port}`;
+  const base = baseUrlFor(config.host, port);
   return [
     '',
-    `Switchboard is listening on ${base}  (database: ${config.databaseUrl ? 'Postgres' : `embedded, in ${config.dataDir}`}; provider: ${config.providerBaseUrl ?? `the built-in sandbox at ${base}/sandbox`})`,
+    `Switchboard is ready at ${base}  (database: ${config.databaseUrl ? 'Postgres' : `embedded, in ${config.dataDir}`}; provider: ${config.providerBaseUrl ?? `the built-in sandbox at ${base}/sandbox`})`,
+    reachLine(config),
+    '',
+    `Console: ${base}/ui`,
     '',
     'Try:',
     `  curl -s ${base}/v1/flows`,
@@ -273,7 +340,7 @@ export function nextSteps(config: Config, port: number): string {
     `    -d '{"messages":[{"from":"Acme","to":"+380501234567","type":"sms","text":"Hello","customerMessageId":"hello-1"}]}'`,
     `  curl -s ${base}/v1/messages/hello-1               # queued, accepted, sent, delivered`,
     '',
-    `API reference: ${base}/docs   OpenAPI: ${base}/openapi.json   Metrics: ${base}/metrics`,
+    `API reference: ${base}/docs   OpenAPI: ${base}/openapi.json   Metrics: ${base}/metrics   Readiness: ${base}/readyz`,
     '',
   ].join('\n');
 }

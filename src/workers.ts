@@ -6,6 +6,7 @@
 import { callDispatchHook, type EventDeps, fireDueTimers } from './calls/events.ts';
 import type { Clock } from './clock.ts';
 import type { Database, LeaderLock } from './db/client.ts';
+import { removeExpiredKeys } from './http/idempotency.ts';
 import type { Metrics } from './http/metrics.ts';
 import type { Logger } from './logger.ts';
 import {
@@ -171,10 +172,14 @@ export function startWorkers(deps: WorkerDeps): Workers {
   });
   // durable timers: any instance may fire them (SKIP LOCKED), after a restart too
   const timers = loop('timers', logger, 500, async () => (await fireDueTimers(deps.calls)) > 0);
-  // retention (leader only): a batch of 500 per kind, again at once while more is left
+  // retention (leader only): a batch of 500 per kind, again at once while more is left; and
+  // Idempotency-Keys past their 24 h, whatever RETENTION_DAYS says
   const retention = loop('retention', logger, 5 * 60_000, async () => {
-    if (!wasLeader || deps.retentionDays === undefined) return false;
-    return (await runRetention(deps.database.db, deps.clock, deps.retentionDays, 500)).more;
+    if (!wasLeader) return false;
+    const keys = await removeExpiredKeys(deps.database.db, deps.clock.now(), 500);
+    if (deps.retentionDays === undefined) return keys.more;
+    const kept = await runRetention(deps.database.db, deps.clock, deps.retentionDays, 500);
+    return kept.more || keys.more;
   });
 
   return {

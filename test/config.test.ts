@@ -13,7 +13,28 @@ describe('loadConfig', () => {
       apiTokens: [],
       logLevel: 'info',
       logPii: false,
+      logFormat: 'auto',
+      // nothing guards /v1 and /ui: this machine only
+      host: '127.0.0.1',
     });
+  });
+
+  it('listens on every interface by default only when API_TOKEN guards /v1 and /ui', () => {
+    expect(loadConfig({ API_TOKEN: 'a-token' }).host).toBe('0.0.0.0');
+    expect(loadConfig({ API_TOKEN: ' , ' }).host).toBe('127.0.0.1');
+    expect(loadConfig({ UI_TOKEN: 'ui-only' }).host).toBe('127.0.0.1');
+    // an explicit HOST always wins
+    expect(loadConfig({ HOST: '0.0.0.0' }).host).toBe('0.0.0.0');
+    expect(loadConfig({ HOST: '127.0.0.1', API_TOKEN: 'a-token' }).host).toBe('127.0.0.1');
+  });
+
+  it('reads LOG_FORMAT: auto by default, json or pretty when set', () => {
+    expect(loadConfig({ LOG_FORMAT: 'json' }).logFormat).toBe('json');
+    expect(loadConfig({ LOG_FORMAT: 'pretty' }).logFormat).toBe('pretty');
+    expect(loadConfig({ LOG_FORMAT: '' }).logFormat).toBe('auto');
+    expect(() => loadConfig({ LOG_FORMAT: 'yaml' })).toThrow(
+      'LOG_FORMAT: must be auto, json or pretty, got "yaml"',
+    );
   });
 
   it('derives PUBLIC_URL from PORT and splits API_TOKEN for rotation', () => {
@@ -31,6 +52,7 @@ describe('loadConfig', () => {
     ['PROVIDER_BASE_URL', 'ftp://x'],
     ['LOG_LEVEL', 'loud'],
     ['LOG_PII', 'maybe'],
+    ['LOG_FORMAT', 'colour'],
   ])('a bad %s stops the start with a message naming it', (variable, value) => {
     let error: unknown;
     try {
@@ -73,6 +95,13 @@ describe('callbacks against a real provider', () => {
     expect(loadConfig({ ...real, CALLBACKS_OPEN: 'true' })).toMatchObject({
       callbackToken: undefined,
       callbacksOpen: true,
+    });
+  });
+
+  it('takes several callback tokens for a rotation: all accepted, the first given out', () => {
+    expect(loadConfig({ ...real, CALLBACK_TOKEN: 'new-one, old-one' })).toMatchObject({
+      callbackToken: 'new-one',
+      callbackTokens: ['new-one', 'old-one'],
     });
   });
 

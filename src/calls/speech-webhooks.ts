@@ -107,6 +107,7 @@ export function createSpeechWebhooks(deps: EventDeps, maxBatch = 100, concurrenc
     batch: ingestAll,
     maxBatch,
     concurrency,
+    name: 'speech-webhooks',
   });
   return {
     async ingest(raw: RawCallback): Promise<WebhookResult> {

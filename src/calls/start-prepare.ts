@@ -80,14 +80,15 @@ export function prepareCall(
   if (!compiled.languages.includes(lang)) {
     details.push({
       path: at('lang'),
-      code: 'unknown_language',
+      code: 'UNKNOWN_LANGUAGE',
       message: `must be one of the flow's languages: ${compiled.languages.join(', ')}`,
     });
   }
   if (!vars.ok || details.length > 0) {
     return {
       error: {
-        code: 'INVALID_VARS' as const,
+        // a language the flow does not speak has its own code; bad vars name both
+        code: vars.ok ? ('INVALID_LANGUAGE' as const) : ('INVALID_VARS' as const),
         message: details[0] ? `${details[0].path}: ${details[0].message}` : 'invalid call',
         details,
       },
@@ -113,9 +114,10 @@ export function prepareCall(
       ...d,
       path: at(d.path.replace(/^messages\[0\]\.?/, '')),
     }));
-    return {
-      error: { code: rejected.error.code as ErrorCode, message: rejected.error.message, details },
-    };
+    // the message names the field as the details do (`calls[3].to` in a batch)
+    const first = details[0];
+    const message = first ? `${first.path}: ${first.message}` : rejected.error.message;
+    return { error: { code: rejected.error.code as ErrorCode, message, details } };
   }
   const machine = deps.flows.machineFor(compiled);
   const started = startFlow(machine, { vars: vars.vars, lang, to: input.to, from: input.from });

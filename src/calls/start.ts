@@ -6,14 +6,18 @@
  * @example
  * await startCall(deps, { flow: 'appointment-reminder', to: '+380501234567', from: 'Clinic', vars: { name: 'Ann', date: 'Monday' } });
  */
+import type { z } from 'zod';
+import type { Tx } from '../db/client.ts';
 import { AppError } from '../errors.ts';
+import { issuesToDetails } from '../zod-issues.ts';
 import type { StartDeps } from './deps.ts';
 import { compiledFlow, type PreparedCall, prepareCall, type Rejection } from './start-prepare.ts';
-import type {
-  BatchCallsRequest,
-  BatchItemResult,
-  CallStarted,
-  StartCallRequest,
+import {
+  BatchCall,
+  type BatchCallsRequest,
+  type BatchItemResult,
+  type CallStarted,
+  type StartCallRequest,
 } from './start-schemas.ts';
 import { pinVersion, storeCalls } from './start-store.ts';
 import { bumpStats } from './stats.ts';
@@ -27,21 +31,22 @@ export {
   StartCallRequest,
 } from './start-schemas.ts';
 
-/** POST /v1/calls */
-export async function startCall(deps: StartDeps, input: StartCallRequest): Promise<CallStarted> {
+/**
+ * POST /v1/calls. `record`, when given, runs inside the transaction that stores the call,
+ * with its answer (an Idempotency-Key's answer is kept there, src/http/idempotency.ts).
+ */
+export async function startCall(
+  deps: StartDeps,
+  input: StartCallRequest,
+  record?: (tx: Tx, started: CallStarted) => Promise<void>,
+): Promise<CallStarted> {
   const compiled = await compiledFlow(deps, input.flow, 'flow');
   const now = deps.clock.now();
   const prepared = prepareCall(deps, compiled, input, '', now);
   if (prepared.error)
     throw new AppError(prepared.error.code, prepared.error.message, prepared.error.details);
   const p = prepared.call!;
-  await deps.db.transaction(async (tx) => {
-    await pinVersion(tx, compiled);
-    await storeCalls(tx, deps, compiled, [{ p, input }], now);
-    await bumpStats(tx, compiled.id, [{ metric: 'started', subject: '' }]);
-  });
-  deps.onQueued?.();
-  return {
+  const started: CallStarted = {
     id: p.id,
     flow: compiled.id,
     flowVersion: compiled.version,
@@ -49,6 +54,14 @@ export async function startCall(deps: StartDeps, input: StartCallRequest): Promi
     customerMessageId: p.customerMessageId,
     state: 'queued',
   };
+  await deps.db.transaction(async (tx) => {
+    await pinVersion(tx, compiled);
+    await storeCalls(tx, deps, compiled, [{ p, input }], now);
+    await bumpStats(tx, compiled.id, [{ metric: 'started', subject: '' }]);
+    await record?.(tx, started);
+  });
+  deps.onQueued?.();
+  return started;
 }
 
 // One transaction per chunk: a batch of 10 000 never holds one giant transaction open. A
@@ -59,7 +72,21 @@ export async function startCall(deps: StartDeps, input: StartCallRequest): Promi
 // same CPU within the noise (the statements per chunk are few and set-based).
 const BATCH_CHUNK = 50;
 
-/** POST /v1/calls/batch: per-item results in request order, like /v1/messages. */
+/** A batch's call that does not fit `BatchCall`, in the envelope's words. */
+function shapeRejection(error: z.ZodError, index: number): Rejection {
+  const details = issuesToDetails(error.issues, ['calls', index]);
+  const first = details[0];
+  return {
+    code: 'VALIDATION_ERROR',
+    message: first ? `${first.path}: ${first.message}` : `calls[${index}]: invalid call`,
+    details,
+  };
+}
+
+/**
+ * POST /v1/calls/batch: per-item results in request order, like /v1/messages, whatever the
+ * mix (all rejected too).
+ */
 export async function startCalls(
   deps: StartDeps,
   input: BatchCallsRequest,
@@ -71,8 +98,15 @@ export async function startCalls(
     const now = deps.clock.now();
     const chunk = input.calls.slice(start, start + BATCH_CHUNK);
     const ready: { index: number; p: PreparedCall; input: { to: string; from: string } }[] = [];
-    chunk.forEach((item, i) => {
+    chunk.forEach((raw, i) => {
       const index = start + i;
+      // each call checked on its own: one that does not fit is rejected alone
+      const parsed = BatchCall.safeParse(raw);
+      if (!parsed.success) {
+        results[index] = { status: 'rejected', error: shapeRejection(parsed.error, index) };
+        return;
+      }
+      const item = parsed.data;
       const callInput = {
         to: item.to,
         from: input.from,

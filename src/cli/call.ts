@@ -15,8 +15,15 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { parse as parseCsv } from 'csv-parse/sync';
+import { readTextVars } from '../flows/vars.ts';
 import { createTransport, ProviderError } from '../provider/http.ts';
-import { type CliIo, describeError, type ErrorAnswer, switchboardTarget } from './io.ts';
+import {
+  type CliIo,
+  describeError,
+  type ErrorAnswer,
+  switchboardTarget,
+  unreachable,
+} from './io.ts';
 import { createProgress } from './progress.ts';
 
 const HELP = `Usage:
@@ -24,7 +31,8 @@ const HELP = `Usage:
   switchboard call <flow> --file calls.csv --from <sender> [--var k=v ...] [--lang xx]
 
 Options:
-  --url <base>       Switchboard's address (default http://localhost:$PORT, PORT default 3000)
+  --url <base>       Switchboard's address (default $SWITCHBOARD_URL, else http://$HOST:$PORT,
+                     localhost:3000 when unset)
   --token <token>    API token (default: the first of API_TOKEN)
   --wait             wait for a single call to end and print its path and outcome
   --batch-size <n>   calls per /v1/calls/batch request (default 1000, at most 10000)
@@ -107,16 +115,27 @@ export async function runCall(argv: string[], io: CliIo): Promise<number> {
     if (!flow) throw new UsageError('name the flow: switchboard call <flow> ...');
     if (!f.from) throw new UsageError('--from is required (the sender the provider shows)');
     const vars = parseVars(f.var);
+    // --var values and CSV cells are text: each read by its param's type (the API's are JSON)
+    const params = await flowParams(transport, flow);
     if (f.file) {
       if (f.to) throw new UsageError('give either --to or --file, not both');
-      const calls = callsFromCsv(await readFile(f.file, 'utf8'), vars);
+      const calls = callsFromCsv(await readFile(f.file, 'utf8'), vars).map((c) => ({
+        ...c,
+        vars: readTextVars(params, c.vars),
+      }));
       return await batch(io, transport, { flow, from: f.from, lang: f.lang, calls }, f);
     }
     if (!f.to) throw new UsageError('--to (or --file) is required');
     const res = await transport.request({
       method: 'POST',
       path: '/v1/calls',
-      json: { flow, to: f.to, from: f.from, vars, ...(f.lang && { lang: f.lang }) },
+      json: {
+        flow,
+        to: f.to,
+        from: f.from,
+        vars: readTextVars(params, vars),
+        ...(f.lang && { lang: f.lang }),
+      },
       retry: false,
     });
     const started = res.json as { id: string; flowVersion: string };
@@ -134,9 +153,7 @@ export async function runCall(argv: string[], io: CliIo): Promise<number> {
     }
     if (e instanceof ProviderError) {
       if (e.kind === 'network') {
-        io.stderr.write(
-          `switchboard call: cannot reach Switchboard at ${base} (is it running?): ${e.message}\n`,
-        );
+        io.stderr.write(`switchboard call: ${unreachable(base, e.message)}\n`);
       } else {
         io.stderr.write(`switchboard call: ${describeError(e.body)}\n`);
       }
@@ -144,6 +161,27 @@ export async function runCall(argv: string[], io: CliIo): Promise<number> {
     }
     io.stderr.write(`switchboard call: ${(e as Error).message}\n`);
     return 1;
+  }
+}
+
+/**
+ * The flow's params with their types (GET /v1/flows/{id}); none when it cannot be read (an
+ * unknown flow, a token without `read`): the vars then go as text, for the API to judge.
+ */
+async function flowParams(
+  transport: ReturnType<typeof createTransport>,
+  flow: string,
+): Promise<Record<string, { type: string }>> {
+  try {
+    const res = await transport.request({
+      method: 'GET',
+      path: `/v1/flows/${encodeURIComponent(flow)}`,
+      retry: false,
+    });
+    return (res.json as { params?: Record<string, { type: string }> }).params ?? {};
+  } catch (e) {
+    if (e instanceof ProviderError && e.kind !== 'network') return {};
+    throw e;
   }
 }
 
@@ -186,7 +224,7 @@ async function batch(
     flow: string;
     from: string;
     lang?: string | undefined;
-    calls: { to: string; vars: Record<string, string> }[];
+    calls: { to: string; vars: Record<string, unknown> }[];
   },
   f: {
     'batch-size'?: string | undefined;

@@ -20,6 +20,7 @@ import {
   type LoadedFlow,
   loadFlowFile,
   loadFlows,
+  readTextVars,
   renderMenu,
   type Simulation,
   signNodeToken,
@@ -47,7 +48,9 @@ Commands:
   simulate <id> --keys 1,timeout,2
                                  walk the keys through the machine and through the menu JSON,
                                  print path, outcome and follow-ups; exit 1 if the two differ
-      --var, --lang              as for compile
+                                 (timeout: silence; a key the menu does not handle runs wrong)
+      --var, --lang              as for compile: the flow's params, required as for a real
+                                 call (nothing is made up for them)
       --status failed            then feed a call status (repeat)
       --timer noResponse         then fire a timer (repeat)
       --json                     print the whole simulation as JSON
@@ -240,7 +243,8 @@ async function compile(ctx: Ctx, id: string): Promise<number> {
     ctx.out(`${JSON.stringify(compiled.menuTemplate, null, 2)}\n`);
     return 0;
   }
-  const checked = validateVars(compiled, parseVars(ctx));
+  // --var values are text: each is read by its param's type
+  const checked = validateVars(compiled, readTextVars(compiled.params, parseVars(ctx)));
   if (!checked.ok)
     throw new AppError('INVALID_VARS', `vars do not fit flow "${id}"`, checked.details);
   const secret = { id: 'preview', key: ctx.values.secret ?? 'preview' };
@@ -273,7 +277,7 @@ async function simulate(ctx: Ctx, id: string): Promise<number> {
     .filter((k) => k !== '');
   const sim = simulateFlow(compiled, {
     keys,
-    vars: parseVars(ctx),
+    vars: readTextVars(compiled.params, parseVars(ctx)),
     ...(ctx.values.lang !== undefined ? { lang: ctx.values.lang } : {}),
     statuses: ctx.values.status ?? [],
     timers: ctx.values.timer ?? [],
@@ -317,9 +321,7 @@ function describeSimulation(compiled: CompiledFlow, sim: Simulation): string {
   m.path.forEach((step, i) => {
     const next =
       m.path[i + 1]?.node ?? (i === m.path.length - 1 && m.ended ? 'hang up' : m.waitingAt);
-    const input = sim.menu.run.steps[i]?.input ?? step.key;
-    const key = input === step.key ? step.key : `${input} (${step.key})`;
-    lines.push(`  ${i + 1}. ${step.node}  key ${key}  -> ${next}`);
+    lines.push(`  ${i + 1}. ${step.node}  ${describeInput(step)}  -> ${next}`);
   });
   if (m.path.length === 0) lines.push('  (no key)');
   lines.push(m.ended ? 'ended: hung up' : `waiting at: ${m.waitingAt}`);
@@ -350,6 +352,14 @@ function describeSimulation(compiled: CompiledFlow, sim: Simulation): string {
       : 'machine and menu JSON DIFFER (see stderr)',
   );
   return `${lines.join('\n')}\n`;
+}
+
+/** `key 1`, `silence (wrong)`, `key 7, not handled here (wrong)`. */
+function describeInput(step: Simulation['machine']['path'][number]): string {
+  if (step.key !== 'wrong' || step.input === undefined) return `key ${step.key}`;
+  return step.input === 'timeout'
+    ? 'silence (wrong)'
+    : `key ${step.input}, not handled here (wrong)`;
 }
 
 async function schema(ctx: Ctx): Promise<number> {

@@ -1,12 +1,26 @@
-/** `switchboard migrate`: applies the committed migrations to DATABASE_URL (or the embedded db). */
+/**
+ * `switchboard migrate`: applies the committed migrations to DATABASE_URL (or the embedded db).
+ * The embedded database is one process's at a time (db/data-dir-lock.ts): while a server holds
+ * it, migrate refuses (that server applied the migrations when it started) and exits 1.
+ */
 import { loadConfig } from '../config.ts';
-import { openDatabase } from '../db/client.ts';
+import { type Database, openDatabase } from '../db/client.ts';
+import { DataDirLockedError, describeHolder } from '../db/data-dir-lock.ts';
 import { migrateDatabase } from '../db/migrate.ts';
 import type { CliIo } from './io.ts';
 
 export async function runMigrate(io: CliIo): Promise<number> {
   const config = loadConfig(io.env);
-  const database = await openDatabase({ url: config.databaseUrl, dataDir: config.dataDir });
+  let database: Database;
+  try {
+    database = await openDatabase({ url: config.databaseUrl, dataDir: config.dataDir });
+  } catch (err) {
+    if (!(err instanceof DataDirLockedError) || err.holder === undefined) throw err;
+    io.stderr.write(
+      `switchboard migrate: the embedded database in ${config.dataDir} is open in ${describeHolder(err.holder)}; a server applies the migrations itself when it starts: stop it to run migrate\n`,
+    );
+    return 1;
+  }
   try {
     await migrateDatabase(database);
     io.stdout.write(

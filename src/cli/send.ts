@@ -23,6 +23,7 @@ import {
   validateMessage,
 } from '../provider/message.ts';
 import { SANDBOX_TOKEN_HEADER } from '../sandbox/access.ts';
+import { switchboardTarget, unreachable } from './io.ts';
 import { createProgress, type Progress } from './progress.ts';
 
 export interface SendIo {
@@ -54,7 +55,8 @@ cells hold JSON, and dotted headers build objects (messageData.templateId). Empt
 are left out.
 
 Options:
-  --url <url>        Switchboard to post to (default http://localhost:$PORT, PORT=3000)
+  --url <url>        Switchboard to post to (default $SWITCHBOARD_URL, else http://$HOST:$PORT,
+                     localhost:3000 when unset)
   --token <token>    bearer token for /v1 (default $API_TOKEN)
   --direct           send straight to the provider ($PROVIDER_BASE_URL with
                      $PROVIDER_LOGIN/$PROVIDER_PASSWORD or $PROVIDER_API_KEY; to a
@@ -327,7 +329,7 @@ function progressFor(total: number, f: Flags, stderr: NodeJS.WritableStream): Pr
 }
 
 function target(f: Flags, env: Record<string, string | undefined>): string {
-  return (f.url ?? `http://localhost:${env.PORT?.trim() || 3000}`).replace(/\/+$/, '');
+  return switchboardTarget(f, env).baseUrl;
 }
 
 interface ApiResult {
@@ -345,13 +347,8 @@ async function sendToSwitchboard(
   env: Record<string, string | undefined>,
   progress: Progress,
 ): Promise<Outcome> {
-  const baseUrl = target(f, env);
-  const token = f.token ?? env.API_TOKEN?.split(',')[0]?.trim();
-  const transport = createTransport({
-    baseUrl,
-    headers: token ? { Authorization: `Bearer ${token}` } : {},
-    timeoutMs: 120_000,
-  });
+  const { baseUrl, headers } = switchboardTarget(f, env);
+  const transport = createTransport({ baseUrl, headers, timeoutMs: 120_000 });
   const results: SendResult[] = [];
   let offset = 0;
   for (const part of chunk(messages, size)) {
@@ -399,10 +396,7 @@ async function postChunk(
         continue;
       }
       if (e.status === 400) return rejectedChunk(e.body, part.length, offset, toOf);
-      if (e.kind === 'network')
-        throw new Error(
-          `cannot reach Switchboard at ${baseUrl} (is it running? try switchboard serve): ${e.message}`,
-        );
+      if (e.kind === 'network') throw new Error(unreachable(baseUrl, e.message));
       if (e.kind === 'unauthorized')
         throw new Error(`${baseUrl} refused the token: set --token or API_TOKEN`);
       throw e;

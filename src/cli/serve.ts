@@ -1,11 +1,16 @@
 /**
  * `npm start` and `switchboard serve`: config -> server, then wait for SIGTERM or SIGINT to
- * stop taking requests, finish those in flight, close the database and exit 0.
+ * stop taking requests, finish those in flight, close the database and exit 0. Once the
+ * server is ready (startServer resolves after its own /readyz answers 200), the log lines so
+ * far are flushed and the banner (nextSteps) goes to stderr after them, not among them; the
+ * "listening" line follows it.
  */
 import { setFlagsFromString } from 'node:v8';
 import { ConfigError, loadConfig } from '../config.ts';
+import { DataDirLockedError } from '../db/data-dir-lock.ts';
 import { createLogger } from '../logger.ts';
 import { nextSteps, startServer } from '../server.ts';
+import { startTracing, tracingConfigured } from '../tracing.ts';
 
 /**
  * How far V8 lets the old generation grow past what was live after its last full collection
@@ -44,7 +49,14 @@ export async function runServe(
     }
     throw err;
   }
-  const logger = createLogger({ level: config.logLevel, logPii: config.logPii });
+  const logger = createLogger({
+    level: config.logLevel,
+    logPii: config.logPii,
+    format: config.logFormat,
+  });
+  // before the app is built: its request spans are mounted only when tracing is on
+  const tracing = tracingConfigured(env) ? startTracing() : undefined;
+  if (tracing) logger.info('tracing: exporting spans over OTLP');
   let server: Awaited<ReturnType<typeof startServer>> | undefined;
   let requested: string | undefined;
 
@@ -60,13 +72,16 @@ export async function runServe(
       process.exit(1);
     }, config.shutdownTimeoutMs);
     force.unref();
-    server.stop().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        logger.error({ err }, 'error while shutting down');
-        process.exit(1);
-      },
-    );
+    server
+      .stop()
+      .then(() => tracing?.stop())
+      .then(
+        () => process.exit(0),
+        (err: unknown) => {
+          logger.error({ err }, 'error while shutting down');
+          process.exit(1);
+        },
+      );
   };
   // installed before anything starts, so a signal is never met by the default handler
   process.once('SIGTERM', () => shutdown('SIGTERM'));
@@ -75,10 +90,18 @@ export async function runServe(
   try {
     server = await startServer(config, logger);
   } catch (err) {
+    if (err instanceof DataDirLockedError) {
+      // one line naming the other process and what to do, not a stack trace
+      process.stderr.write(`switchboard: ${err.message}\n`);
+      process.exit(1);
+    }
     logger.fatal({ err }, 'could not start');
     process.exit(1);
   }
-  logger.info({ port: server.port }, 'listening');
+  // the start-up lines first, then the banner, then the line the tests and the bench wait
+  // for: whoever sees "listening" has the banner already (stderr is written synchronously)
+  await new Promise<void>((resolve) => logger.flush(() => resolve()));
   process.stderr.write(nextSteps(config, server.port));
+  logger.info({ host: config.host, port: server.port }, 'listening');
   if (requested) shutdown(requested);
 }

@@ -1,6 +1,8 @@
 /**
  * `switchboard tokens`: make, list and revoke API tokens through a running Switchboard's API
- * (`/v1/tokens`, which needs the `admin` scope: API_TOKEN, or a token made with it).
+ * (`/v1/tokens`, which needs the `admin` scope: API_TOKEN, or a token made with it). Never
+ * through the database itself: the server that holds an embedded one is found through its
+ * DATA_DIR lock (cli/io.ts switchboardTarget).
  *
  * `create` prints the new token alone on stdout (so `TOKEN=$(switchboard tokens create ...)`
  * works) and what it is on stderr; the token is shown this once.
@@ -14,7 +16,7 @@
  */
 import { parseArgs } from 'node:util';
 import { createTransport, ProviderError } from '../provider/http.ts';
-import { type CliIo, describeError, switchboardTarget } from './io.ts';
+import { type CliIo, describeError, switchboardTarget, unreachable } from './io.ts';
 
 const HELP = `Usage:
   switchboard tokens create --name <name> --scope <read,send,admin>
@@ -25,7 +27,9 @@ Scopes: read (every GET), send (messages and calls; can read), admin (erasure, f
 settings, tokens, the audit log; can read). A token can give only scopes it has.
 
 Options:
-  --url <base>       Switchboard's address (default http://localhost:$PORT, PORT default 3000)
+  --url <base>       Switchboard's address (default $SWITCHBOARD_URL, else the server
+                     running on DATA_DIR's embedded database, else http://$HOST:$PORT,
+                     localhost:3000 when unset)
   --token <token>    an admin token (default: the first of API_TOKEN)
   --json             print the API's answer as JSON
   -h, --help
@@ -148,8 +152,10 @@ export async function runTokens(argv: string[], io: CliIo): Promise<number> {
     if (e instanceof UsageError) {
       io.stderr.write(`switchboard tokens: ${e.message}\n\n${HELP}`);
     } else if (e instanceof ProviderError && e.kind === 'network') {
+      io.stderr.write(`switchboard tokens: ${unreachable(baseUrl, e.message)}\n`);
+    } else if (e instanceof ProviderError && e.status === 401 && !headers.Authorization) {
       io.stderr.write(
-        `switchboard tokens: cannot reach Switchboard at ${baseUrl} (is it running?): ${e.message}\n`,
+        `switchboard tokens: ${describeError(e.body)}\n  ${baseUrl} asks for an admin token: set API_TOKEN to the server's (or one made with the admin scope), or pass --token\n`,
       );
     } else if (e instanceof ProviderError) {
       io.stderr.write(`switchboard tokens: ${describeError(e.body)}\n`);

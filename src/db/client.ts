@@ -17,6 +17,9 @@ import {
   PostgresJsTransaction,
 } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
+import { DEFAULT_DATA_DIR } from '../config.ts';
+import { type DataDirLock, lockDataDir } from './data-dir-lock.ts';
+import { createEmbedded } from './embedded.ts';
 import * as schema from './schema/index.ts';
 
 export type Schema = typeof schema;
@@ -45,6 +48,8 @@ export interface Database {
   close(): Promise<void>;
   /** the underlying PGlite instance, when embedded (tests dump and load its data dir) */
   readonly pglite?: PGlite;
+  /** the lock on DATA_DIR, when embedded in one (db/data-dir-lock.ts); close releases it */
+  readonly dataDirLock?: DataDirLock;
 }
 
 export interface LeaderLock {
@@ -64,15 +69,18 @@ export interface OpenOptions {
 
 export async function openDatabase(opts: OpenOptions): Promise<Database> {
   if (opts.url) return openPostgres(opts.url, opts.maxConnections ?? 10);
-  let client = opts.pglite;
-  if (!client) {
-    const dir = opts.dataDir ?? './.data';
-    mkdirSync(dir, { recursive: true });
-    // loaded only when embedded: the WASM engine's module costs ~40 MB of a server's memory
-    const { PGlite } = await import('@electric-sql/pglite');
-    client = new PGlite(`${dir.replace(/\/+$/, '')}/pgdata`);
+  if (opts.pglite) return openPglite(opts.pglite);
+  const dir = opts.dataDir ?? DEFAULT_DATA_DIR;
+  mkdirSync(dir, { recursive: true });
+  // one process at a time: a second engine on the same files would not see the first's writes
+  const lock = lockDataDir(dir);
+  try {
+    // set for memory (db/embedded.ts), its module loaded only when embedded
+    return await openPglite(await createEmbedded(`${dir.replace(/\/+$/, '')}/pgdata`), lock);
+  } catch (err) {
+    lock.release();
+    throw err;
   }
-  return openPglite(client);
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -83,7 +91,7 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
-async function openPglite(client: PGlite): Promise<Database> {
+async function openPglite(client: PGlite, lock?: DataDirLock): Promise<Database> {
   await client.waitReady;
   const { drizzle: drizzlePglite } = await import('drizzle-orm/pglite');
   const db = drizzlePglite({ client, schema }) as unknown as Db;
@@ -91,6 +99,7 @@ async function openPglite(client: PGlite): Promise<Database> {
     kind: 'pglite',
     db,
     pglite: client,
+    ...(lock && { dataDirLock: lock }),
     async ping(timeoutMs = 2000) {
       await withTimeout(client.query('select 1'), timeoutMs, 'database');
     },
@@ -98,7 +107,11 @@ async function openPglite(client: PGlite): Promise<Database> {
     withExclusiveLock: (_key, fn) => fn(db),
     createLeaderLock: () => ({ tryAcquire: async () => !client.closed, release: async () => {} }),
     async close() {
-      if (!client.closed) await client.close();
+      try {
+        if (!client.closed) await client.close();
+      } finally {
+        lock?.release();
+      }
     },
   };
 }

@@ -11,6 +11,8 @@
  * const submit = groupCommit({ batch: ingestMany, maxBatch: 200, concurrency: 1 });
  * const result = await submit(item); // after its commit
  */
+import type { Link } from '@opentelemetry/api';
+import { activeLink, inSpan, tracingEnabled } from '../tracing.ts';
 import { isDatabaseUnavailable } from './errors.ts';
 
 export interface GroupCommitOptions<T, R> {
@@ -22,12 +24,16 @@ export interface GroupCommitOptions<T, R> {
   maxBatch: number;
   /** transactions in flight at once */
   concurrency: number;
+  /** names the transaction's span (`db.transaction <name>`) when tracing is on */
+  name?: string;
 }
 
 interface Waiting<T, R> {
   item: T;
   resolve(result: R): void;
   reject(err: unknown): void;
+  /** the caller's span (tracing on): the batch's span links to every caller it serves */
+  link: Link | undefined;
 }
 
 export function groupCommit<T, R>(opts: GroupCommitOptions<T, R>): (item: T) => Promise<R> {
@@ -35,9 +41,24 @@ export function groupCommit<T, R>(opts: GroupCommitOptions<T, R>): (item: T) => 
   let running = 0;
   const single = opts.single ?? (async (item: T) => (await opts.batch([item]))[0]!);
 
+  const spanName = `db.transaction ${opts.name ?? 'group-commit'}`;
+
+  function links(batch: Waiting<T, R>[]): Link[] {
+    const out: Link[] = [];
+    for (const w of batch) if (w.link) out.push(w.link);
+    return out;
+  }
+
   async function run(batch: Waiting<T, R>[]): Promise<void> {
     try {
-      const results = await opts.batch(batch.map((w) => w.item));
+      const items = batch.map((w) => w.item);
+      const results = tracingEnabled()
+        ? await inSpan(
+            spanName,
+            { links: links(batch), attributes: { 'db.batch.size': batch.length } },
+            () => opts.batch(items),
+          )
+        : await opts.batch(items);
       for (const [i, w] of batch.entries()) w.resolve(results[i]!);
     } catch (err) {
       if (batch.length === 1 || isDatabaseUnavailable(err)) {
@@ -62,7 +83,7 @@ export function groupCommit<T, R>(opts: GroupCommitOptions<T, R>): (item: T) => 
 
   return (item) =>
     new Promise<R>((resolve, reject) => {
-      queue.push({ item, resolve, reject });
+      queue.push({ item, resolve, reject, link: activeLink() });
       pump();
     });
 }

@@ -2,12 +2,14 @@
  * Static checks of a flow that the schema cannot state: references between menus, what can
  * be reached and ended, templates against params, languages, and the unrolled size.
  *
- * Each issue carries a rule name and a path into the flow (`['menus', 'main', 'keys', '1',
+ * Each issue carries a rule name (UPPER_SNAKE_CASE, one of src/errors.ts DETAIL_CODES: the API
+ * answers an invalid flow with them as detail codes) and a path into the flow (`['menus', 'main', 'keys', '1',
  * 0, 'goto']`); the loader turns the path into a file, line and column.
  *
  * @example
  * checkFlow(flow).filter((i) => i.severity === 'error') // [] for a good flow
  */
+import type { DetailCode } from '../errors.ts';
 import { gotoOf, menuLists, reachableMenus, startMenu } from './graph.ts';
 import {
   type Action,
@@ -21,31 +23,31 @@ import { malformedTemplate, templateNames, walkStrings } from './template.ts';
 import { unroll } from './unroll.ts';
 
 export const FLOW_RULES = [
-  'yaml-syntax',
-  'duplicate-key',
-  'invalid-id',
-  'duplicate-id',
-  'schema',
-  'unknown-field',
-  'invalid-key',
-  'invalid-action',
-  'unknown-menu',
-  'unreachable-menu',
-  'unreachable-action',
-  'no-end',
-  'template-syntax',
-  'undeclared-param',
-  'unused-param',
-  'param-default',
-  'unknown-language',
-  'missing-language',
-  'duplicate-language',
-  'invalid-duration',
-  'send-text',
-  'send-cascade',
-  'menu-limit',
-  'provider-menu',
-] as const;
+  'YAML_SYNTAX',
+  'DUPLICATE_KEY',
+  'INVALID_ID',
+  'DUPLICATE_ID',
+  'SCHEMA',
+  'UNKNOWN_FIELD',
+  'INVALID_KEY',
+  'INVALID_ACTION',
+  'UNKNOWN_MENU',
+  'UNREACHABLE_MENU',
+  'UNREACHABLE_ACTION',
+  'NO_END',
+  'TEMPLATE_SYNTAX',
+  'UNDECLARED_PARAM',
+  'UNUSED_PARAM',
+  'PARAM_DEFAULT',
+  'UNKNOWN_LANGUAGE',
+  'MISSING_LANGUAGE',
+  'DUPLICATE_LANGUAGE',
+  'INVALID_DURATION',
+  'SEND_TEXT',
+  'SEND_CASCADE',
+  'MENU_LIMIT',
+  'PROVIDER_MENU',
+] as const satisfies readonly DetailCode[];
 export type FlowRule = (typeof FLOW_RULES)[number];
 
 export type IssuePath = Array<string | number>;
@@ -84,7 +86,7 @@ export function flowLanguages(flow: FlowDefinition): string[] {
  *
  * @example
  * checkFlow({ menus: { main: { intro: 'x', keys: { '1': [{ goto: 'nowhere' }] } } } })
- * // [{ severity: 'error', rule: 'unknown-menu', path: ['menus','main','keys','1',0,'goto'], ... }]
+ * // [{ severity: 'error', rule: 'UNKNOWN_MENU', path: ['menus','main','keys','1',0,'goto'], ... }]
  */
 export function checkFlow(flow: FlowDefinition, opts: CheckOptions = {}): FlowCheckIssue[] {
   const issues: FlowCheckIssue[] = [];
@@ -96,7 +98,7 @@ export function checkFlow(flow: FlowDefinition, opts: CheckOptions = {}): FlowCh
   const menus = Object.keys(flow.menus);
   const start = startMenu(flow);
   if (!flow.menus[start]) {
-    error('unknown-menu', ['start'], `start names menu "${start}", which is not defined`);
+    error('UNKNOWN_MENU', ['start'], `start names menu "${start}", which is not defined`);
   }
 
   for (const menu of menus) {
@@ -108,7 +110,7 @@ export function checkFlow(flow: FlowDefinition, opts: CheckOptions = {}): FlowCh
     for (const menu of menus) {
       if (!reachable.has(menu)) {
         error(
-          'unreachable-menu',
+          'UNREACHABLE_MENU',
           ['menus', menu],
           `menu "${menu}" is never reached from the start menu "${start}"`,
         );
@@ -118,7 +120,7 @@ export function checkFlow(flow: FlowDefinition, opts: CheckOptions = {}): FlowCh
     for (const menu of menus) {
       if (reachable.has(menu) && !canEnd.has(menu)) {
         error(
-          'no-end',
+          'NO_END',
           ['menus', menu],
           `menu "${menu}" has no way to end: every key and its wrong actions go to menus that never hang up`,
         );
@@ -141,7 +143,7 @@ export function checkFlow(flow: FlowDefinition, opts: CheckOptions = {}): FlowCh
   return issues;
 }
 
-/** The `menu-limit` error for an unrolled count, or null when it fits. */
+/** The `MENU_LIMIT` error for an unrolled count, or null when it fits. */
 export function menuLimitIssue(
   count: number,
   complete: boolean,
@@ -150,7 +152,7 @@ export function menuLimitIssue(
   if (count <= maxMenus) return null;
   return {
     severity: 'error',
-    rule: 'menu-limit',
+    rule: 'MENU_LIMIT',
     path: ['menus'],
     message: `the flow unrolls to ${complete ? count : `more than ${count - 1}`} provider menus (retries and cycles copied), over the limit of ${maxMenus}`,
   };
@@ -180,7 +182,7 @@ function checkActionList(
   actions.forEach((action, i) => {
     if (typeof action === 'object' && 'goto' in action && !flow.menus[action.goto]) {
       error(
-        'unknown-menu',
+        'UNKNOWN_MENU',
         [...path, i, 'goto'],
         `goto names menu "${action.goto}", which is not defined`,
       );
@@ -188,7 +190,7 @@ function checkActionList(
     const ends = action === 'hangup' || (typeof action === 'object' && 'goto' in action);
     if (ends && i < actions.length - 1) {
       error(
-        'unreachable-action',
+        'UNREACHABLE_ACTION',
         [...path, i + 1],
         `this action follows a ${action === 'hangup' ? 'hangup' : 'goto'} and would never run`,
       );
@@ -223,12 +225,12 @@ function endingMenus(flow: FlowDefinition): Set<string> {
 function checkDurations(flow: FlowDefinition, error: Report): void {
   for (const [name, menu] of Object.entries(flow.menus)) {
     if (menu.timeout !== undefined && parseDuration(menu.timeout) < 1) {
-      error('invalid-duration', ['menus', name, 'timeout'], 'timeout must be at least 1ms');
+      error('INVALID_DURATION', ['menus', name, 'timeout'], 'timeout must be at least 1ms');
     }
   }
   const after = flow.on?.noResponse?.after;
   if (after !== undefined && parseDuration(after) < 1) {
-    error('invalid-duration', ['on', 'noResponse', 'after'], 'after must be at least 1ms');
+    error('INVALID_DURATION', ['on', 'noResponse', 'after'], 'after must be at least 1ms');
   }
 }
 
@@ -260,7 +262,7 @@ function checkLanguages(flow: FlowDefinition, error: Report): void {
   const languages = flowLanguages(flow);
   languages.forEach((lang, i) => {
     if (languages.indexOf(lang) !== i) {
-      error('duplicate-language', ['languages', i], `language "${lang}" is listed twice`);
+      error('DUPLICATE_LANGUAGE', ['languages', i], `language "${lang}" is listed twice`);
     }
   });
   for (const { path, value } of localizedValues(flow)) {
@@ -268,7 +270,7 @@ function checkLanguages(flow: FlowDefinition, error: Report): void {
     for (const lang of Object.keys(value)) {
       if (!languages.includes(lang)) {
         error(
-          'unknown-language',
+          'UNKNOWN_LANGUAGE',
           [...path, lang],
           `"${lang}" is not one of the flow's languages (${languages.join(', ')})`,
         );
@@ -276,7 +278,7 @@ function checkLanguages(flow: FlowDefinition, error: Report): void {
     }
     for (const lang of languages) {
       if (value[lang] === undefined) {
-        error('missing-language', path, `no value for language "${lang}"`);
+        error('MISSING_LANGUAGE', path, `no value for language "${lang}"`);
       }
     }
   }
@@ -327,18 +329,18 @@ function checkTemplates(flow: FlowDefinition, error: Report, warn: Report): void
   for (const { path, text } of templatedStrings(flow)) {
     const bad = malformedTemplate(text);
     if (bad !== null) {
-      error('template-syntax', path, `malformed template near "${bad}": write {{name}}`);
+      error('TEMPLATE_SYNTAX', path, `malformed template near "${bad}": write {{name}}`);
       continue;
     }
     for (const name of templateNames(text)) {
       used.add(name);
       if (!(name in params)) {
-        error('undeclared-param', path, `template {{${name}}} names no declared param`);
+        error('UNDECLARED_PARAM', path, `template {{${name}}} names no declared param`);
       }
     }
   }
   for (const name of Object.keys(params)) {
-    if (!used.has(name)) warn('unused-param', ['params', name], `param "${name}" is never used`);
+    if (!used.has(name)) warn('UNUSED_PARAM', ['params', name], `param "${name}" is never used`);
   }
 }
 
@@ -346,7 +348,7 @@ function checkParams(flow: FlowDefinition, error: Report): void {
   for (const [name, spec] of Object.entries(flow.params ?? {})) {
     if (typeof spec === 'string' || spec.default === undefined) continue;
     if (!defaultFits(spec)) {
-      error('param-default', ['params', name, 'default'], `default does not fit type ${spec.type}`);
+      error('PARAM_DEFAULT', ['params', name, 'default'], `default does not fit type ${spec.type}`);
     }
   }
 }
@@ -377,21 +379,21 @@ function checkSends(flow: FlowDefinition, error: Report): void {
     const send = action.send;
     if (send.type === 'cascade') {
       if (send.messageType === undefined)
-        error('send-cascade', [...path, 'send'], 'a cascade message needs messageType');
+        error('SEND_CASCADE', [...path, 'send'], 'a cascade message needs messageType');
       if (send.messageData !== undefined || send.fallbacks !== undefined)
         error(
-          'send-cascade',
+          'SEND_CASCADE',
           [...path, 'send'],
           'a cascade message has no messageData or fallbacks (its fallback is {messageType, text})',
         );
     } else {
       for (const field of CASCADE_ONLY) {
         if (send[field] !== undefined)
-          error('send-cascade', [...path, 'send', field], `${field} is for type: cascade only`);
+          error('SEND_CASCADE', [...path, 'send', field], `${field} is for type: cascade only`);
       }
     }
     if (TEXT_REQUIRED.has(action.send.type) && action.send.text === undefined) {
-      error('send-text', [...path, 'send'], `a ${action.send.type} message needs text`);
+      error('SEND_TEXT', [...path, 'send'], `a ${action.send.type} message needs text`);
     }
   }
 }

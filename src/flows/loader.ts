@@ -74,7 +74,7 @@ interface RawIssue {
  *
  * @example
  * parseFlowSource('menus: { main: { intro: x, keys: { "5x": [hangup] } } }', 'flows/a.yaml').errors[0]
- * // { file: 'flows/a.yaml', line: 1, column: 33, rule: 'invalid-key', ... }
+ * // { file: 'flows/a.yaml', line: 1, column: 33, rule: 'INVALID_KEY', ... }
  */
 export function parseFlowSource(
   source: string,
@@ -114,7 +114,7 @@ export function parseFlowSource(
   if (!FLOW_ID.test(id)) {
     add(
       {
-        rule: 'invalid-id',
+        rule: 'INVALID_ID',
         severity: 'error',
         path: [],
         message: `the file name "${id}" is the flow id: use letters, digits, _ or - (at most 64)`,
@@ -125,7 +125,7 @@ export function parseFlowSource(
   for (const e of doc.errors) {
     add(
       {
-        rule: e.code === 'DUPLICATE_KEY' ? 'duplicate-key' : 'yaml-syntax',
+        rule: e.code === 'DUPLICATE_KEY' ? 'DUPLICATE_KEY' : 'YAML_SYNTAX',
         severity: 'error',
         path: [],
         message: e.message.split('\n')[0]!,
@@ -135,7 +135,7 @@ export function parseFlowSource(
   }
   for (const w of doc.warnings) {
     add(
-      { rule: 'yaml-syntax', severity: 'warning', path: [], message: w.message.split('\n')[0]! },
+      { rule: 'YAML_SYNTAX', severity: 'warning', path: [], message: w.message.split('\n')[0]! },
       w.pos[0],
     );
   }
@@ -144,7 +144,7 @@ export function parseFlowSource(
   for (const dup of duplicateKeys(doc.contents as YamlNode | null)) {
     add(
       {
-        rule: 'duplicate-key',
+        rule: 'DUPLICATE_KEY',
         severity: 'error',
         path: [],
         message: `key "${dup.key}" is given twice (as written, ${dup.first} and ${dup.second})`,
@@ -173,7 +173,7 @@ export function parseFlowSource(
     for (const detail of issuesToDetails(menu.error.issues)) {
       add(
         {
-          rule: 'provider-menu',
+          rule: 'PROVIDER_MENU',
           severity: 'error',
           path: [],
           message: `compiled menu refused by the provider model at ${detail.path}: ${detail.message}`,
@@ -225,7 +225,7 @@ export async function loadFlows(dir: string, opts: CompileOptions = {}): Promise
         file: flow.file,
         line: 1,
         column: 1,
-        rule: 'duplicate-id',
+        rule: 'DUPLICATE_ID',
         severity: 'error',
         message: `flow id "${flow.id}" is also used by ${same
           .filter((f) => f !== flow)
@@ -334,14 +334,14 @@ function describeIssues(
         out.push(
           inKeys
             ? {
-                rule: 'invalid-key',
+                rule: 'INVALID_KEY',
                 severity: 'error',
                 path: [...path, key],
                 atKey: true,
                 message: `"${key}" is not a key: keys are 0-9, * and # (quote * and # in YAML)`,
               }
             : {
-                rule: 'unknown-field',
+                rule: 'UNKNOWN_FIELD',
                 severity: 'error',
                 path: [...path, key],
                 atKey: true,
@@ -367,7 +367,7 @@ function describeIssues(
         continue;
       }
     }
-    out.push({ rule: 'schema', severity: 'error', path, message: issue.message });
+    out.push({ rule: 'SCHEMA', severity: 'error', path, message: issue.message });
   }
   return out;
 }
@@ -382,7 +382,7 @@ function describeAction(
     place === 'menu' ? ['hangup', 'goto', 'outcome', 'send', 'webhook'] : ['outcome', 'send'];
   const allowed = `${place === 'on' ? 'a reaction records an outcome or sends a message' : 'an action is hangup, or one of goto, outcome, send, webhook'}`;
   const fail = (message: string): RawIssue[] => [
-    { rule: 'invalid-action', severity: 'error', path, message },
+    { rule: 'INVALID_ACTION', severity: 'error', path, message },
   ];
   if (typeof value === 'string') {
     return fail(

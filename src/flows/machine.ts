@@ -219,7 +219,7 @@ function toTransition(t: ConfigTransition): Record<string, unknown> {
 
 /**
  * The xstate machine of a compiled flow. Input: `FlowInput`; the language is checked
- * against the flow's (an unknown one throws `INVALID_VARS`).
+ * against the flow's (an unknown one throws `INVALID_LANGUAGE`).
  *
  * @example
  * const [snapshot, actions] = initialTransition(createFlowMachine(compiled), { vars });

@@ -1,13 +1,25 @@
 /**
- * A Mermaid flowchart of a compiled flow: every unrolled node, every key as an edge labelled
- * with what it does, `timeout / wrong` edges dashed, hangups into one end node, and the
- * `on:` reactions beside. `folded: true` draws one box per menu as written instead.
+ * A Mermaid flowchart of a compiled flow: every unrolled node (named as everywhere else,
+ * `main/v2`), every key as an edge labelled with what it does, `timeout / wrong` edges
+ * dashed, hangups into one end node, and the `on:` reactions in a box below it.
+ * `folded: true` draws one box per menu as written instead.
+ *
+ * The round limit is drawn as what it is: a goto that closes a cycle is a loop (folded: back
+ * into the same box; unrolled: `9: back to main` into the next round's copy), and the key
+ * that would pass `maxVisits` is labelled `after 3 rounds, 9: ...` on its way to what runs
+ * instead.
  *
  * @example
  * flowToMermaid(compiled).split('\n')[0] // 'flowchart TD'
  */
 import type { CompiledFlow } from './compile.ts';
-import { type CompiledAction, NODE_KEYS, type NodeKey } from './unroll.ts';
+import {
+  type CompiledAction,
+  type CompiledNode,
+  NODE_KEYS,
+  type NodeKey,
+  nodeLabel,
+} from './unroll.ts';
 
 export interface MermaidOptions {
   /** One box per source menu, not per unrolled copy. */
@@ -51,11 +63,41 @@ export function effectLabel(actions: readonly CompiledAction[]): string[] {
   return out;
 }
 
-function edge(from: string, to: string, key: NodeKey, label: string[]): string {
-  const text = escapeLabel(
-    label.length > 0 ? `${keyLabel(key)}: ${label.join(', ')}` : keyLabel(key),
-  );
-  return `  ${from} ${key === 'wrong' ? '-.->' : '-->'}|"${text}"| ${to}`;
+/**
+ * What the edge of `key` at `node` says: the key and its effects; `retry` for a retry when
+ * folded; `back to <menu>` for a goto into a later round (unrolled); and, for a goto that
+ * would pass the round limit, the limit first: `after 3 rounds, 9: outcome no-input`.
+ *
+ * @example
+ * edgeLabel(compiled, compiled.nodes[0], '2', false) // '2'
+ */
+export function edgeLabel(
+  compiled: Pick<CompiledFlow, 'nodes' | 'maxVisits'>,
+  node: CompiledNode,
+  key: NodeKey,
+  folded: boolean,
+): string {
+  const actions = node.keys[key] ?? [];
+  const last = actions.at(-1);
+  const target = last?.type === 'goto' ? compiled.nodes.find((n) => n.id === last.node) : undefined;
+  const notes = effectLabel(actions);
+  if (folded && target?.menu === node.menu && target.attempt > node.attempt) {
+    notes.splice(0, notes.length, 'retry');
+  } else if (!folded && target && target.visit > node.visit) {
+    notes.push(`back to ${target.menu}`);
+  }
+  const limit = node.limits?.[key] !== undefined;
+  const head = limit ? `after ${compiled.maxVisits} rounds, ${keyLabel(key)}` : keyLabel(key);
+  return notes.length > 0 ? `${head}: ${notes.join(', ')}` : head;
+}
+
+/** The Mermaid arrow of a key's edge: dashed for `timeout / wrong`. */
+export function edgeArrow(key: NodeKey): string {
+  return key === 'wrong' ? '-.->' : '-->';
+}
+
+function edge(from: string, to: string, key: NodeKey, label: string): string {
+  return `  ${from} ${edgeArrow(key)}|"${escapeLabel(label)}"| ${to}`;
 }
 
 /**
@@ -89,9 +131,7 @@ export function flowToMermaid(compiled: CompiledFlow, opts: MermaidOptions = {})
         const targetNode =
           last?.type === 'goto' ? compiled.nodes.find((n) => n.id === last.node) : undefined;
         const to = targetNode ? ids.get(targetNode.menu)! : target(undefined);
-        const retry = targetNode?.menu === node.menu && targetNode.attempt > node.attempt;
-        const label = retry ? ['retry'] : effectLabel(actions);
-        const line = edge(ids.get(node.menu)!, to, key, label);
+        const line = edge(ids.get(node.menu)!, to, key, edgeLabel(compiled, node, key, true));
         if (!seen.has(line)) {
           seen.add(line);
           lines.push(line);
@@ -103,29 +143,31 @@ export function flowToMermaid(compiled: CompiledFlow, opts: MermaidOptions = {})
       ids.set(node.id, `n${i}`);
     });
     for (const node of compiled.nodes) {
-      const notes = [
-        node.visit > 1 ? `round ${node.visit}` : '',
-        node.attempt > 0 ? `retry ${node.attempt}` : '',
-      ].filter(Boolean);
-      const label = `${node.index}: ${node.menu}${notes.length ? ` (${notes.join(', ')})` : ''}`;
-      lines.push(`  ${ids.get(node.id)}["${escapeLabel(label)}"]`);
+      lines.push(`  ${ids.get(node.id)}["${escapeLabel(nodeLabel(node))}"]`);
     }
     for (const node of compiled.nodes) {
       for (const key of NODE_KEYS) {
         const actions = node.keys[key];
         if (!actions) continue;
-        lines.push(edge(ids.get(node.id)!, target(actions.at(-1)), key, effectLabel(actions)));
+        const label = edgeLabel(compiled, node, key, false);
+        lines.push(edge(ids.get(node.id)!, target(actions.at(-1)), key, label));
       }
     }
   }
   if (usesHangup) lines.push('  hangup(((hang up)))');
 
-  lines.push(...reactionLines(compiled));
+  lines.push(...reactionLines(compiled, usesHangup ? 'hangup' : undefined));
   return `${lines.join('\n')}\n`;
 }
 
-/** The `on:` reactions (call statuses, no response) as a Mermaid subgraph; none: no lines. */
-export function reactionLines(compiled: CompiledFlow): string[] {
+/**
+ * The `on:` reactions (call statuses, no response) as a Mermaid subgraph; none: no lines.
+ * `below`: the node to hang the box under (the hang-up, the one node every path ends in),
+ * by invisible links, so the layout puts it past the last rank where no edge runs. Left to
+ * itself the layout puts the box in the first rank, where the edges to the hang-up cross it.
+ * The links come last, so `linkStyle` indexes of the edges before them stay as they are.
+ */
+export function reactionLines(compiled: CompiledFlow, below?: string): string[] {
   const reactions: Array<readonly [string, readonly CompiledAction[]]> = Object.entries(
     compiled.on.statuses,
   ).map(([status, actions]) => [`on ${status}`, actions ?? []] as const);
@@ -143,5 +185,6 @@ export function reactionLines(compiled: CompiledFlow): string[] {
         `    r${i}[/"${escapeLabel(`${name}: ${effectLabel(actions).join(', ')}`)}"/]`,
     ),
     '  end',
+    ...(below === undefined ? [] : reactions.map((_, i) => `  ${below} ~~~ r${i}`)),
   ];
 }

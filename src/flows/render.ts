@@ -125,10 +125,10 @@ function renderWith<T>(value: T, render: (text: string) => string): T {
 export function resolveLanguage(compiled: CompiledFlow, lang?: string | null): string {
   if (lang === undefined || lang === null) return compiled.languages[0]!;
   if (compiled.languages.includes(lang)) return lang;
-  throw new AppError('INVALID_VARS', `flow "${compiled.id}" has no language "${lang}"`, [
+  throw new AppError('INVALID_LANGUAGE', `flow "${compiled.id}" has no language "${lang}"`, [
     {
       path: 'lang',
-      code: 'unknown_language',
+      code: 'UNKNOWN_LANGUAGE',
       message: `must be one of ${compiled.languages.join(', ')}`,
     },
   ]);

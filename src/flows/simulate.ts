@@ -29,9 +29,22 @@ import { type NodeToken, signNodeToken, type TokenSecret, verifyNodeToken } from
 import type { NodeKey } from './unroll.ts';
 import { validateVars } from './vars.ts';
 
+/**
+ * One key handled: the node and the menu entry that ran (`1`, `wrong`). On a `wrong` step,
+ * `input` says what the caller did, which only a simulation knows: `timeout` (silence) or
+ * the key pressed that the menu does not handle (`7`). A real call cannot tell: the
+ * provider runs one `wrong` entry for both and its webhook carries only that entry's body
+ * (docs/provider.md, "Callbacks"), so a recorded path says `wrong` alone.
+ */
+export interface SimulatedStep {
+  node: string;
+  key: string;
+  input?: string;
+}
+
 export interface SimulationSide {
-  /** (node, key) of every key handled, in order. */
-  path: Array<{ node: string; key: string }>;
+  /** Every key handled, in order. */
+  path: SimulatedStep[];
   outcome: string | null;
   sends: Array<{ id: string; message: RenderedMessage }>;
   /** Webhooks the provider calls itself (the flow's `webhook:` actions). */
@@ -66,6 +79,11 @@ export interface Simulation {
   outcome: string | null;
   agree: boolean;
   differences: string[];
+}
+
+/** A step, with the caller's input when the `wrong` entry ran (silence or an unhandled key). */
+function simulatedStep(node: string, key: string, input: string | undefined): SimulatedStep {
+  return key === 'wrong' && input !== undefined ? { node, key, input } : { node, key };
 }
 
 const SIM_SECRET: TokenSecret = { id: 'simulate', key: 'switchboard-simulation' };
@@ -142,7 +160,9 @@ function machineSide(
     effects: all,
   };
   for (const effect of all) {
-    if (effect.type === 'step') side.path.push({ node: effect.node, key: effect.key });
+    if (effect.type === 'step') {
+      side.path.push(simulatedStep(effect.node, effect.key, opts.keys[side.path.length]));
+    }
     if (effect.type === 'outcome') side.outcome = effect.name;
     if (effect.type === 'send') side.sends.push({ id: effect.id, message: effect.message });
     if (effect.type === 'providerWebhook') {
@@ -200,7 +220,7 @@ function menuSide(
       );
       return;
     }
-    side.path.push({ node: token.node, key: token.key });
+    side.path.push(simulatedStep(token.node, token.key, step.input));
     (node.keys[token.key as NodeKey] ?? []).forEach((action, a) => {
       if (action.type === 'outcome') side.outcome = action.name;
       if (action.type === 'send') {
@@ -239,7 +259,7 @@ export function createSimulator(compiled: CompiledFlow): (opts: SimulateOptions)
     const bad = opts.keys.findIndex((k) => !(CALLER_INPUTS as readonly string[]).includes(k));
     if (bad !== -1) {
       throw new AppError('VALIDATION_ERROR', `not a key: "${opts.keys[bad]}"`, [
-        { path: `keys[${bad}]`, code: 'invalid_key', message: 'keys are 0-9, *, # or timeout' },
+        { path: `keys[${bad}]`, code: 'INVALID_KEY', message: 'keys are 0-9, *, # or timeout' },
       ]);
     }
     const checked = validateVars(compiled, opts.vars ?? {});
@@ -291,7 +311,8 @@ export function createSimulator(compiled: CompiledFlow): (opts: SimulateOptions)
 
 /**
  * Plays keys (and then statuses and timers) through both the machine and the menu.
- * Throws `INVALID_VARS` for bad vars or language and `VALIDATION_ERROR` for a bad key.
+ * Throws `INVALID_VARS` for bad vars, `INVALID_LANGUAGE` for a language the flow lacks and
+ * `VALIDATION_ERROR` for a bad key.
  *
  * @example
  * simulateFlow(compiled, { keys: ['9', '1'], vars, statuses: ['delivered'] }).differences // []

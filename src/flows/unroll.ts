@@ -62,6 +62,11 @@ export interface CompiledNode {
   timeoutMs?: number;
   /** Actions per key; `wrong` is always present, and every list ends in a goto or hangup. */
   keys: Partial<Record<NodeKey, CompiledAction[]>>;
+  /**
+   * Keys whose goto would pass the round limit (`maxVisits`), with the menu it names: they
+   * run the menu's `wrong` actions (or hang up) instead. Absent when there are none.
+   */
+  limits?: Partial<Record<NodeKey, string>>;
 }
 
 export interface UnrollOptions {
@@ -76,9 +81,25 @@ export interface Unrolled {
   complete: boolean;
 }
 
-/** The id of a node, from its coordinates. */
+/**
+ * The name of a node, from its coordinates: `main`, `main/r1`, `main/v2`, `main/v2/r1`. The
+ * one naming of unrolled nodes: the API's paths, `simulate`, the graph and the console's
+ * diagram all print this (a node's `id`), never a paraphrase of it.
+ */
 export function nodeId(menu: string, visit: number, attempt: number): string {
   return `${menu}${visit > 1 ? `/v${visit}` : ''}${attempt > 0 ? `/r${attempt}` : ''}`;
+}
+
+/**
+ * A node's box label in a diagram: its provider menu index and its name (`2: main/v2`).
+ *
+ * @example
+ * nodeLabel({ index: 3, menu: 'main', visit: 2, attempt: 0 }) // '3: main/v2'
+ */
+export function nodeLabel(
+  node: Pick<CompiledNode, 'index' | 'menu' | 'visit' | 'attempt'>,
+): string {
+  return `${node.index}: ${nodeId(node.menu, node.visit, node.attempt)}`;
 }
 
 /** A source action as a compiled one (goto excluded: it needs the unroller's context). */
@@ -151,6 +172,8 @@ export function unroll(
     actions: readonly Action[],
     // a key's goto past the limit runs the menu's wrong actions; a goto among those hangs up
     fallbackToWrong: boolean,
+    // told the menu a goto would have entered past the round limit
+    onLimit: (target: string) => void,
   ): CompiledAction[] => {
     const out: CompiledAction[] = [];
     for (const action of effectiveActions(actions)) {
@@ -161,9 +184,10 @@ export function unroll(
         if (round <= opts.maxVisits) {
           return [...out, { type: 'goto', node: enqueue(target, round, 0) }];
         }
+        onLimit(target);
         if (!fallbackToWrong) return [...out, { type: 'hangup' }];
         const wrong = flow.menus[menu]!.wrong ?? ['hangup'];
-        return [...out, ...resolve(menu, visit, wrong, false)];
+        return [...out, ...resolve(menu, visit, wrong, false, () => {})];
       }
       out.push(compileEffect(action));
       if (action === 'hangup') return out;
@@ -178,14 +202,22 @@ export function unroll(
     const [menu, visit, attempt] = queue[i]!;
     const m = flow.menus[menu]!;
     const node = byId.get(nodeId(menu, visit, attempt))!;
+    const limits: Partial<Record<NodeKey, string>> = {};
     for (const key of FLOW_KEYS) {
       const actions = m.keys?.[key];
-      if (actions) node.keys[key] = resolve(menu, visit, actions, true);
+      if (actions) {
+        node.keys[key] = resolve(menu, visit, actions, true, (to) => {
+          limits[key] = to;
+        });
+      }
     }
     node.keys.wrong =
       attempt < (m.retries ?? 0)
         ? [{ type: 'goto', node: enqueue(menu, visit, attempt + 1) }]
-        : resolve(menu, visit, m.wrong ?? ['hangup'], false);
+        : resolve(menu, visit, m.wrong ?? ['hangup'], false, (to) => {
+            limits.wrong = to;
+          });
+    if (Object.keys(limits).length > 0) node.limits = limits;
   }
   return { nodes, complete: nodes.length <= opts.stopAfter };
 }

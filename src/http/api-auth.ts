@@ -127,7 +127,7 @@ export function apiAuth(opts: { apiTokens: readonly string[]; store: TokenStore 
         [
           {
             path: 'authorization',
-            code: 'insufficient_scope',
+            code: 'INSUFFICIENT_SCOPE',
             message: `needs scope ${route.scope}; the token has ${has}`,
           },
         ],

@@ -213,7 +213,7 @@ export function createTokenStore(deps: { db: Db; clock: Clock }): TokenStore {
           [
             {
               path: 'name',
-              code: 'duplicate',
+              code: 'DUPLICATE',
               message: 'must differ from every token not revoked',
             },
           ],

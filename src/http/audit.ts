@@ -137,7 +137,7 @@ function decodeCursor(cursor: string): number {
   const id = Buffer.from(cursor, 'base64url').toString('utf8');
   if (!/^[1-9]\d{0,15}$/.test(id)) {
     throw new AppError('VALIDATION_ERROR', 'cursor is not one this API returned', [
-      { path: 'cursor', code: 'invalid_cursor', message: 'pass nextCursor from a previous page' },
+      { path: 'cursor', code: 'INVALID_CURSOR', message: 'pass nextCursor from a previous page' },
     ]);
   }
   return Number(id);

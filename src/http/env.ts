@@ -1,6 +1,7 @@
 import type { Logger } from '../logger.ts';
 import type { Principal } from './api-tokens.ts';
 import type { AuditChanges } from './audit.ts';
+import type { IdempotencySlot } from './idempotency.ts';
 import type { RouteScope } from './scopes.ts';
 
 /** What every request carries through the Hono context. */
@@ -14,5 +15,7 @@ export interface AppEnv {
     apiRoute?: RouteScope;
     /** what a changing handler did, for its audit row (src/http/audit.ts) */
     audit?: AuditChanges;
+    /** set when the request holds an Idempotency-Key: keeps its answer (src/http/idempotency.ts) */
+    idempotency?: IdempotencySlot;
   };
 }

@@ -1,16 +1,20 @@
 /**
  * The one error envelope: `{"error":{"code","message","details"}}`. Every failure path of the
  * HTTP layer (validation, malformed JSON, unknown routes, typed domain errors, database
- * outages, bugs) ends in `errorResponse`.
+ * outages, bugs) ends in `errorResponse`. A schema's problems are worded for people in one
+ * place, src/zod-issues.ts; a body that is not JSON is answered with the line and column of
+ * its first error (src/http/json-syntax.ts).
  */
 import type { Hook } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ZodError } from 'zod';
 import { isDatabaseUnavailable, isUnstorableText } from '../db/errors.ts';
-import { AppError, type ErrorCode, type ErrorDetail, formatPath, httpStatus } from '../errors.ts';
+import { AppError, type ErrorCode, type ErrorDetail, httpStatus } from '../errors.ts';
+import { issuesToDetails } from '../zod-issues.ts';
 import type { AppEnv } from './env.ts';
 import { validatedInputProblem } from './input.ts';
+import { jsonSyntaxError } from './json-syntax.ts';
 
 export function errorResponse(
   c: Context,
@@ -22,13 +26,9 @@ export function errorResponse(
   return c.json({ error: { code, message, details, ...extra } }, httpStatus(code));
 }
 
-/** zod issues as envelope details, with paths like `messages[3].to`. */
+/** zod issues as envelope details, with paths like `messages[3].to` (src/zod-issues.ts). */
 export function zodDetails(error: ZodError, prefix: PropertyKey[] = []): ErrorDetail[] {
-  return error.issues.map((issue) => ({
-    path: formatPath([...prefix, ...issue.path]),
-    code: issue.code,
-    message: issue.message,
-  }));
+  return issuesToDetails(error.issues, prefix);
 }
 
 /** The zod-openapi validation hook: a failed request schema becomes a 400 envelope. */
@@ -62,14 +62,30 @@ function codeForHttpException(status: number, message: string): ErrorCode {
   return 'INTERNAL';
 }
 
+/**
+ * MALFORMED_JSON naming where: the body's text (read once already, kept by Hono) scanned for
+ * its first error, given as line and column in the message and in a `JSON_SYNTAX` detail.
+ */
+async function malformedJson(c: Context<AppEnv>) {
+  const text = await c.req.text().catch(() => undefined);
+  const at = text === undefined ? undefined : jsonSyntaxError(text);
+  if (!at) return errorResponse(c, 'MALFORMED_JSON', 'the request body is not valid JSON');
+  const where = `line ${at.line}, column ${at.column}`;
+  return errorResponse(
+    c,
+    'MALFORMED_JSON',
+    `the request body is not valid JSON: ${where}: ${at.reason}`,
+    [{ path: 'body', code: 'JSON_SYNTAX', message: at.reason, line: at.line, column: at.column }],
+  );
+}
+
 /** `app.onError`: typed errors to their status, outages to 503, the rest to a bare 500. */
-export function onError(err: Error, c: Context<AppEnv>) {
+export async function onError(err: Error, c: Context<AppEnv>) {
   if (err instanceof AppError) return errorResponse(c, err.code, err.message, err.details);
   if (err instanceof HTTPException) {
     const code = codeForHttpException(err.status, err.message);
-    const message =
-      code === 'MALFORMED_JSON' ? 'the request body is not valid JSON' : err.message || code;
-    return errorResponse(c, code, message);
+    if (code === 'MALFORMED_JSON') return malformedJson(c);
+    return errorResponse(c, code, err.message || code);
   }
   const requestId = c.get('requestId');
   const log = c.get('logger');

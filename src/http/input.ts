@@ -57,7 +57,7 @@ function encodingProblem(path: PropertyKey[]): InputProblem {
   return {
     code: 'INVALID_ENCODING',
     message: `${at}: ${ENCODING_MESSAGE}`,
-    details: [{ path: at, code: 'invalid_encoding', message: ENCODING_MESSAGE }],
+    details: [{ path: at, code: 'INVALID_ENCODING', message: ENCODING_MESSAGE }],
   };
 }
 
@@ -91,7 +91,7 @@ export function inputProblem(value: unknown, prefix: PropertyKey[] = []): InputP
       return {
         code: 'VALIDATION_ERROR',
         message: `${at}: ${message}`,
-        details: [{ path: at, code: 'too_deep', message }],
+        details: [{ path: at, code: 'TOO_DEEP', message }],
       };
     }
     const node = frame.value;
@@ -123,6 +123,11 @@ export function inputProblem(value: unknown, prefix: PropertyKey[] = []): InputP
 /** Paths Switchboard does not judge: callbacks are kept raw, the sandbox plays the provider. */
 function exempt(path: string): boolean {
   return path.startsWith('/hooks/') || path === '/sandbox' || path.startsWith('/sandbox/');
+}
+
+/** Whether a path's input is judged here (the OpenAPI document lists what that answers). */
+export function judgesInput(path: string): boolean {
+  return !exempt(path);
 }
 
 /** The request target as sent: Node's `req.url`, or the path and query of an in-process URL. */
@@ -202,7 +207,7 @@ export function requestChecks(): MiddlewareHandler<AppEnv> {
         return problemResponse(c, {
           code: 'UNSUPPORTED_MEDIA_TYPE',
           message: `JSON is taken in UTF-8 only (the Content-Type says charset=${charset})`,
-          details: [{ path: 'header.content-type', code: 'charset', message: 'not UTF-8' }],
+          details: [{ path: 'header.content-type', code: 'UNSUPPORTED_CHARSET', message: 'not UTF-8' }],
         });
       }
       // read once and kept (Hono caches it): the validator decodes these same bytes
@@ -210,7 +215,7 @@ export function requestChecks(): MiddlewareHandler<AppEnv> {
         return problemResponse(c, {
           code: 'INVALID_ENCODING',
           message: 'the request body is not valid UTF-8',
-          details: [{ path: 'body', code: 'invalid_utf8', message: 'not valid UTF-8' }],
+          details: [{ path: 'body', code: 'INVALID_UTF8', message: 'not valid UTF-8' }],
         });
       }
     }

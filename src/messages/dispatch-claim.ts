@@ -7,6 +7,11 @@
  */
 import { sql } from 'drizzle-orm';
 import { executePrepared, type Tx } from '../db/client.ts';
+import { tracingEnabled } from '../tracing.ts';
+
+// tracing on: the distinct trace contexts of the rows the round sends, for its span's links
+const TRACE_PARENTS = sql`(select json_agg(distinct c.trace_parent)
+  from c join picked p on p.outbox_id = c.id where c.trace_parent is not null)`;
 
 /** One claimed outbox row and what the round needs of its message. */
 export interface Claimed {
@@ -27,6 +32,8 @@ export interface Claim {
   payloads: string;
   /** how many rows the claim locked: more than it sends when the byte budget cut the list */
   locked: number;
+  /** the trace contexts that queued the claimed rows (tracing on only; src/tracing.ts) */
+  traceparents: string[];
 }
 
 /**
@@ -44,6 +51,7 @@ export const MESSAGELIST_BYTES = 4 * 1024 * 1024;
  * come as one text: they go to the provider as they are, never parsed here.
  */
 export async function claim(tx: Tx, limit: number, maxBytes: number, now: Date): Promise<Claim> {
+  const traced = tracingEnabled();
   // rows locked first (SKIP LOCKED, so rounds in flight take different ones), then as many
   // of them as fit the byte budget, in queue order; the rest go back at commit, unsent.
   // The messages are looked up one by one through the primary key (the lateral `limit 1`
@@ -57,7 +65,7 @@ export async function claim(tx: Tx, limit: number, maxBytes: number, now: Date):
     tx,
     sql`
     with c as (
-      select o.id, o.message_id, o.attempts, o.available_at
+      select o.id, o.message_id, o.attempts, o.available_at, o.trace_parent
       from outbox o
       where o.available_at <= ${now.toISOString()}::timestamptz
       order by o.available_at, o.id
@@ -75,14 +83,18 @@ export async function claim(tx: Tx, limit: number, maxBytes: number, now: Date):
     select (select count(*) from c) as locked,
       (select json_agg(json_build_array(outbox_id::text, message_id, customer_message_id,
          type, role, attempts) order by running) from picked)::text as rows,
-      (select string_agg(body, ',' order by running) from picked) as payloads`,
+      (select string_agg(body, ',' order by running) from picked) as payloads,
+      ${traced ? TRACE_PARENTS : sql`null`}::text as trace_parents`,
   );
   const [row] = result as {
     locked: number | string;
     rows: string | null;
     payloads: string | null;
+    trace_parents: string | null;
   }[];
-  if (!row?.rows) return { rows: [], payloads: '', locked: Number(row?.locked ?? 0) };
+  if (!row?.rows) {
+    return { rows: [], payloads: '', locked: Number(row?.locked ?? 0), traceparents: [] };
+  }
   // positional tuples: [outbox id, message id, customerMessageId, type, role, attempts]
   const tuples = JSON.parse(row.rows) as [string, string, string, string, string | null, number][];
   const rows: Claimed[] = new Array(tuples.length);
@@ -97,5 +109,6 @@ export async function claim(tx: Tx, limit: number, maxBytes: number, now: Date):
       attempts: t[5],
     };
   }
-  return { rows, payloads: row.payloads ?? '', locked: Number(row.locked) };
+  const traceparents = row.trace_parents ? (JSON.parse(row.trace_parents) as string[]) : [];
+  return { rows, payloads: row.payloads ?? '', locked: Number(row.locked), traceparents };
 }

@@ -21,8 +21,9 @@ import { type Db, rowsOf, type Tx } from '../db/client.ts';
 import type { Logger } from '../logger.ts';
 import type { CascadeResult, EndpointCascadeMessageInput } from '../provider/cascade.ts';
 import type { Message, NormalisedMessagelistResponse } from '../provider/message.ts';
+import { inSpan, linkFromTraceparent, tracingEnabled } from '../tracing.ts';
 import { type CascadeEndpoint, toCascadeWire } from './cascade.ts';
-import { claim, MESSAGELIST_BYTES } from './dispatch-claim.ts';
+import { type Claim, claim, MESSAGELIST_BYTES } from './dispatch-claim.ts';
 import {
   afterFailure,
   CASCADE_UNAVAILABLE,
@@ -139,6 +140,16 @@ export async function dispatchOnce(
     const taken = await claim(tx, batchSize, opts.maxBytes ?? MESSAGELIST_BYTES, now);
     const claimed = taken.rows;
     if (claimed.length === 0) return EMPTY;
+    if (!tracingEnabled()) return sendAndRecord(tx, taken, now);
+    const links = taken.traceparents.map(linkFromTraceparent).filter((l) => l !== undefined);
+    const attributes = { 'messaging.batch.message_count': claimed.length };
+    return inSpan('dispatch', { links, attributes }, () => sendAndRecord(tx, taken, now));
+  });
+  if (result.accepted + result.rejected > 0) deps.onDispatched?.(result.accepted, result.rejected);
+  return result;
+
+  async function sendAndRecord(tx: Tx, taken: Claim, now: Date): Promise<DispatchResult> {
+    const claimed = taken.rows;
     const full = taken.locked >= batchSize || claimed.length < taken.locked;
     const outcomes: Outcome[] = [];
     let failed = 0;
@@ -169,9 +180,7 @@ export async function dispatchOnce(
       rejected: outcomes.length - accepted,
       failed,
     };
-  });
-  if (result.accepted + result.rejected > 0) deps.onDispatched?.(result.accepted, result.rejected);
-  return result;
+  }
 }
 
 /** Messages waiting to be sent (the outbox depth metric). */

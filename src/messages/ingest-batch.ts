@@ -42,6 +42,7 @@ export interface BatchOptions {
 export function createDeliveryBatcher(deps: IngestDeps, opts: BatchOptions = {}): DeliveryBatcher {
   const ingest = groupCommit<RawCallback, IngestResult>({
     batch: (raws) => ingestDeliveries(deps, raws),
+    name: 'delivery-callbacks',
     maxBatch: opts.maxBatch ?? 200,
     // one at a time: later callbacks make the next batch larger, at the same round trips
     // (docs/performance.md, "Write path notes")

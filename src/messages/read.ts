@@ -223,7 +223,7 @@ export function decodeCursor(cursor: string): string {
   const id = Buffer.from(cursor, 'base64url').toString('utf8');
   if (!isUuid(id)) {
     throw new AppError('VALIDATION_ERROR', 'cursor is not one this API returned', [
-      { path: 'cursor', code: 'invalid_cursor', message: 'pass nextCursor from a previous page' },
+      { path: 'cursor', code: 'INVALID_CURSOR', message: 'pass nextCursor from a previous page' },
     ]);
   }
   return id;

@@ -10,7 +10,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
 import { type Db, executePrepared, type Tx } from '../db/client.ts';
 import type { NewMessageRow } from '../db/schema/index.ts';
-import { AppError, type ErrorCode, type ErrorDetail, formatPath } from '../errors.ts';
+import { type ErrorCode, type ErrorDetail, formatPath } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 import {
   DEFAULT_LIFETIME_SECONDS,
@@ -18,6 +18,7 @@ import {
   toWireMessage,
   validateMessage,
 } from '../provider/message.ts';
+import { activeTraceparent, inSpan, tracingEnabled } from '../tracing.ts';
 import { validateCascadeInput } from './cascade.ts';
 import type { SubmitResult } from './views.ts';
 
@@ -125,19 +126,44 @@ function checkOne(input: unknown, opts: SubmitOptions, now: Date): Checked {
   };
 }
 
+function reusedId(customerMessageId: string, path: string, message: string): SubmitResult {
+  return rejected(customerMessageId, {
+    code: 'DUPLICATE_CUSTOMER_MESSAGE_ID',
+    message,
+    details: [
+      {
+        path,
+        code: 'DUPLICATE_CUSTOMER_MESSAGE_ID',
+        message: 'already names a message with other content',
+      },
+    ],
+  });
+}
+
+/** The same content: the payloads as they are stored (key order is the validator's). */
+function sameContent(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
 /**
  * Validates each input (every rule of the provider's interface, through the provider models;
  * a `type: "cascade"` message through the cascade's) and assigns ids. Returns the per-input
- * results (rejections filled in) and the messages to store.
+ * results (rejections filled in), the messages to store, and `repeats`: inputs that repeat an
+ * earlier one of the request (same customerMessageId, same content), answered as it is.
  */
 export function prepareMessages(
   inputs: unknown[],
   opts: SubmitOptions,
   now: Date,
-): { results: (SubmitResult | undefined)[]; prepared: PreparedMessage[] } {
+): {
+  results: (SubmitResult | undefined)[];
+  prepared: PreparedMessage[];
+  repeats: { index: number; of: number }[];
+} {
   const results: (SubmitResult | undefined)[] = new Array(inputs.length);
   const prepared: PreparedMessage[] = [];
-  const seen = new Map<string, number>();
+  const repeats: { index: number; of: number }[] = [];
+  const seen = new Map<string, PreparedMessage>();
   inputs.forEach((input, index) => {
     const prefix = formatPath(['messages', index]);
     const cmid = (input as { customerMessageId?: unknown } | null)?.customerMessageId;
@@ -153,21 +179,18 @@ export function prepareMessages(
     const customerMessageId = checked.customerMessageId ?? id;
     const earlier = seen.get(customerMessageId);
     if (earlier !== undefined) {
-      results[index] = rejected(customerMessageId, {
-        code: 'DUPLICATE_CUSTOMER_MESSAGE_ID',
-        message: `customerMessageId "${customerMessageId}" is already used by messages[${earlier}] of this request`,
-        details: [
-          {
-            path: `${prefix}.customerMessageId`,
-            code: 'DUPLICATE_CUSTOMER_MESSAGE_ID',
-            message: 'must be unique per message',
-          },
-        ],
-      });
+      if (sameContent(earlier.row.payload, checked.payload(customerMessageId))) {
+        repeats.push({ index, of: earlier.index });
+      } else {
+        results[index] = reusedId(
+          customerMessageId,
+          `${prefix}.customerMessageId`,
+          `customerMessageId "${customerMessageId}" is already used by messages[${earlier.index}] of this request, with other content`,
+        );
+      }
       return;
     }
-    seen.set(customerMessageId, index);
-    prepared.push({
+    const message: PreparedMessage = {
       index,
       row: {
         id,
@@ -184,9 +207,11 @@ export function prepareMessages(
         createdAt: now,
         updatedAt: now,
       },
-    });
+    };
+    seen.set(customerMessageId, message);
+    prepared.push(message);
   });
-  return { results, prepared };
+  return { results, prepared, repeats };
 }
 
 /**
@@ -234,7 +259,8 @@ export function messageInserts(prepared: PreparedMessage[], now: Date): SQL {
              ${at}::timestamptz, ${at}::timestamptz
       from msg),
     msg_outbox as (
-      insert into outbox (message_id, available_at) select id, ${at}::timestamptz from msg)`;
+      insert into outbox (message_id, available_at, trace_parent)
+      select id, ${at}::timestamptz, ${activeTraceparent() ?? null}::text from msg)`;
 }
 
 /**
@@ -255,46 +281,110 @@ export async function storeMessages(
   return new Set(rows.map((r) => r.id));
 }
 
+/** A message already stored under a customerMessageId a request names again. */
+interface Stored {
+  id: string;
+  parts: number | null;
+  /** its payload is the one the request would store */
+  same: boolean;
+  /** retention removed its texts: the content cannot be compared any more */
+  removed: boolean;
+}
+
 /**
- * Validates, stores and answers a batch of messages. Throws `AppError('VALIDATION_ERROR')`
- * when not one message could be accepted (the contract's 400).
+ * The messages that already hold these customerMessageIds, each compared with what the
+ * request would store (jsonb equality: the same fields and values, whatever their order).
+ * Only asked when the insert skipped some (a retry), so the usual submit pays nothing.
+ */
+async function storedUnder(tx: Tx, skipped: PreparedMessage[]): Promise<Map<string, Stored>> {
+  const rows = skipped.map(({ row }) => ({
+    customer_message_id: row.customerMessageId,
+    payload: row.payload,
+  }));
+  const found = await executePrepared<{
+    customer_message_id: string;
+    id: string;
+    parts: number | null;
+    same: boolean;
+    removed: boolean;
+  }>(
+    tx,
+    sql`select m.customer_message_id, m.id, m.parts, m.payload = v.payload as same,
+               m.content_removed_at is not null as removed
+        from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+          as v(customer_message_id text, payload jsonb)
+        join messages m on m.customer_message_id = v.customer_message_id`,
+  );
+  return new Map(found.map((r) => [r.customer_message_id, r]));
+}
+
+function queuedResult(id: string, customerMessageId: string, parts: number | null | undefined) {
+  return { id, customerMessageId, status: 'queued' as const, ...(parts != null && { parts }) };
+}
+
+/** The answer to a prepared message the insert skipped: its customerMessageId is taken. */
+function answerForStored(p: PreparedMessage, stored: Stored | undefined): SubmitResult {
+  const customerMessageId = p.row.customerMessageId;
+  const path = `messages[${p.index}].customerMessageId`;
+  // the first answer again: same id, and `queued` as it was then
+  if (stored?.same) return queuedResult(stored.id, customerMessageId, stored.parts);
+  return reusedId(
+    customerMessageId,
+    path,
+    stored?.removed
+      ? `customerMessageId "${customerMessageId}" was already submitted, and retention has removed its content since: use a new customerMessageId`
+      : `customerMessageId "${customerMessageId}" was already submitted with other content`,
+  );
+}
+
+export interface SubmitAnswer {
+  /** one per input, in request order */
+  results: SubmitResult[];
+  /** how many messages this request stored (repeats of earlier ones not counted) */
+  accepted: number;
+  /** the ids of the messages this request stored */
+  created: string[];
+}
+
+/**
+ * Validates, stores and answers a batch of messages: every input gets its result, queued or
+ * rejected, whatever the mix (all rejected too). A customerMessageId already stored with the
+ * same content (a retry) is answered as the first time (its id, `queued`) and not stored
+ * again; with other content it is rejected as DUPLICATE_CUSTOMER_MESSAGE_ID. `record`, when
+ * given, runs inside the transaction that stores the messages, with the final results (the
+ * Idempotency-Key's answer is kept there, src/http/idempotency.ts).
  */
 export async function submitMessages(
   deps: SubmitDeps,
   inputs: unknown[],
   opts: SubmitOptions = {},
-): Promise<{ results: SubmitResult[]; accepted: number }> {
+  record?: (tx: Tx, results: SubmitResult[]) => Promise<void>,
+): Promise<SubmitAnswer> {
   const now = deps.clock.now();
-  const { results, prepared } = prepareMessages(inputs, opts, now);
-  const inserted =
-    prepared.length === 0
-      ? new Set<string>()
-      : await deps.db.transaction((tx) => storeMessages(tx, prepared, now));
-  for (const p of prepared) {
-    const { id, customerMessageId, parts } = p.row;
-    results[p.index] = inserted.has(id!)
-      ? { id, customerMessageId, status: 'queued', ...(parts != null && { parts }) }
-      : rejected(customerMessageId, {
-          code: 'DUPLICATE_CUSTOMER_MESSAGE_ID',
-          message: `customerMessageId "${customerMessageId}" was already submitted`,
-          details: [
-            {
-              path: `messages[${p.index}].customerMessageId`,
-              code: 'DUPLICATE_CUSTOMER_MESSAGE_ID',
-              message: 'must be unique per message',
-            },
-          ],
-        });
-  }
-  const final = results as SubmitResult[];
-  if (inserted.size === 0) {
-    throw new AppError(
-      'VALIDATION_ERROR',
-      inputs.length === 1
-        ? `the message was rejected: ${final[0]?.error?.message ?? 'invalid'}`
-        : `none of the ${inputs.length} messages was accepted`,
-      final.flatMap((r) => r.error?.details ?? []),
-    );
-  }
-  return { results: final, accepted: inserted.size };
+  const { results, prepared, repeats } = prepareMessages(inputs, opts, now);
+  const answer = (inserted: Set<string>, stored: Map<string, Stored>): SubmitAnswer => {
+    const created: string[] = [];
+    for (const p of prepared) {
+      const { id, customerMessageId, parts } = p.row;
+      if (inserted.has(id!)) {
+        created.push(id!);
+        results[p.index] = queuedResult(id!, customerMessageId, parts);
+      } else results[p.index] = answerForStored(p, stored.get(customerMessageId));
+    }
+    for (const r of repeats) results[r.index] = results[r.of];
+    return { results: results as SubmitResult[], accepted: created.length, created };
+  };
+  if (prepared.length === 0) return answer(new Set(), new Map());
+  const store = () =>
+    deps.db.transaction(async (tx) => {
+      const inserted = await storeMessages(tx, prepared, now);
+      const skipped = prepared.filter((p) => !inserted.has(p.row.id!));
+      const stored = skipped.length > 0 ? await storedUnder(tx, skipped) : new Map();
+      const out = answer(inserted, stored);
+      await record?.(tx, out.results);
+      return out;
+    });
+  if (!tracingEnabled()) return store();
+  const attributes = { 'db.batch.size': prepared.length };
+  return inSpan('db.transaction submit-messages', { attributes }, store);
 }

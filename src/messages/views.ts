@@ -3,13 +3,16 @@
  * validation and by the OpenAPI document (the `.meta()` ids name the components).
  */
 import { z } from 'zod';
+import { DETAIL_CODES } from '../errors.ts';
 import { MessageStatus } from './status.ts';
 
 export const ErrorDetailView = z
   .object({
     path: z.string().meta({ example: 'messages[0].to' }),
-    code: z.string().meta({ example: 'INVALID_RECIPIENT' }),
+    code: z.enum(DETAIL_CODES).meta({ example: 'INVALID_RECIPIENT' }),
     message: z.string(),
+    line: z.number().int().optional().meta({ description: 'JSON_SYNTAX only: line of the first error, from 1' }),
+    column: z.number().int().optional().meta({ description: 'JSON_SYNTAX only: column of the first error, from 1' }),
   })
   .meta({ id: 'ErrorDetail' });
 

@@ -36,7 +36,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { AppError, type ErrorDetail, formatPath } from '../errors.ts';
+import { AppError, type DetailCode, type ErrorDetail, formatPath } from '../errors.ts';
 import { type ClientOptions, clientTransport } from './client.ts';
 import { ProviderError } from './http.ts';
 import { addRule, issuesToDetails } from './issues.ts';
@@ -156,8 +156,8 @@ function checkShortUrl(ctx: Ctx, path: PropertyKey[], value: string, what: strin
 /** Two variables of one id clash when their types are equal or one has none. */
 function variableClashes(
   variables: readonly CascadeVariableInput[],
-): Array<{ index: number; code: string; message: string }> {
-  const out: Array<{ index: number; code: string; message: string }> = [];
+): Array<{ index: number; code: DetailCode; message: string }> {
+  const out: Array<{ index: number; code: DetailCode; message: string }> = [];
   variables.forEach((v, i) => {
     const clash = variables.findIndex(
       (w, j) => j < i && w.id === v.id && (w.type === v.type || !w.type || !v.type),
@@ -208,8 +208,8 @@ function placeholderProblems(
   text: string,
   variables: readonly CascadeVariable[],
   uploaded: UploadedVariables | undefined,
-): Array<{ code: string; message: string }> {
-  const out: Array<{ code: string; message: string }> = [];
+): Array<{ code: DetailCode; message: string }> {
+  const out: Array<{ code: DetailCode; message: string }> = [];
   for (const p of placeholders(text)) {
     if (!(PLACEHOLDER_KINDS as readonly string[]).includes(p.kind)) {
       out.push({
@@ -433,7 +433,7 @@ export function checkCascade(
         ok: false,
         details: extra.map((k) => ({
           path: k,
-          code: 'UNRECOGNIZED_KEY',
+          code: 'UNKNOWN_FIELD',
           message: `${k} is not a field of a cascade request`,
         })),
       };
@@ -524,9 +524,8 @@ function cascadeDetails(issues: readonly z.core.$ZodIssue[], prefix: PropertyKey
   );
   return issuesToDetails(marked, prefix).map((d) => ({
     ...d,
-    code: d.code.toUpperCase(),
     message:
-      d.code === 'unrecognized_key'
+      d.code === 'UNKNOWN_FIELD'
         ? `${d.path.split(/[.\]]/).pop()} is not a field of a cascade message`
         : d.message,
   }));

@@ -7,6 +7,8 @@
  * backoff; 5xx and network errors (including timeouts) are retried a bounded number of
  * times. Other 4xx are final. Nothing here knows about message shapes.
  */
+
+import { injectTraceHeaders, inSpan, SpanKind, tracingEnabled } from '../tracing.ts';
 import {
   type LimitClass,
   type MillisClock,
@@ -200,7 +202,26 @@ export function createTransport(opts: TransportOptions): Transport {
     return u.toString();
   };
 
-  async function request(req: HttpRequest): Promise<HttpResponse> {
+  // tracing on: one client span around every attempt, its context sent as `traceparent`
+  function request(req: HttpRequest): Promise<HttpResponse> {
+    if (!tracingEnabled()) return attempts(req);
+    return inSpan(
+      `${req.method} ${req.path}`,
+      {
+        kind: SpanKind.CLIENT,
+        attributes: { 'http.request.method': req.method, 'url.path': req.path },
+      },
+      async (span) => {
+        const headers: Record<string, string> = { ...req.headers };
+        injectTraceHeaders(headers);
+        const res = await attempts({ ...req, headers });
+        span?.setAttribute('http.response.status_code', res.status);
+        return res;
+      },
+    );
+  }
+
+  async function attempts(req: HttpRequest): Promise<HttpResponse> {
     const canRetry = req.retry !== false;
     let serverRetries = 0;
     let rateRetries = 0;

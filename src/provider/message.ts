@@ -21,7 +21,7 @@
  */
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import { z } from 'zod';
-import type { ErrorCode, ErrorDetail } from '../errors.ts';
+import type { DetailCode, ErrorCode, ErrorDetail } from '../errors.ts';
 import { addRule, issuesToDetails } from './issues.ts';
 import { HttpUrl, speechMenu } from './menu.ts';
 import { DEFAULT_MAX_SMS_PARTS, type SmsEncoding, smsSegments } from './sms.ts';
@@ -820,7 +820,7 @@ function validate(
 ): ValidateMessageResult {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     return failure([
-      { path: '', code: 'invalid_type', message: 'a message must be a JSON object' },
+      { path: '', code: 'INVALID_TYPE', message: 'a message must be a JSON object' },
     ]);
   }
   let data = fast ? parseSmsFast(input) : undefined;
@@ -885,13 +885,13 @@ function withDefaultTtl<M extends Single<Message>>(m: M): M {
 }
 
 // A missing or non-string `to`/`from` breaks the same provider rule as a malformed one.
-const FIELD_CODES: Record<string, ErrorCode> = { to: 'INVALID_RECIPIENT', from: 'INVALID_SENDER' };
+const FIELD_CODES: Record<string, ErrorCode & DetailCode> = { to: 'INVALID_RECIPIENT', from: 'INVALID_SENDER' };
 
 function failure(raw: ErrorDetail[]): ValidateMessageResult {
   const details = raw.map((d) => {
     const field = d.path.split('.').pop() ?? '';
     const code = FIELD_CODES[field];
-    return code && d.code === 'invalid_type' ? { ...d, code } : d;
+    return code && (d.code === 'INVALID_TYPE' || d.code === 'REQUIRED') ? { ...d, code } : d;
   });
   const known = details.find((d) => (PROVIDER_CODES as readonly string[]).includes(d.code));
   const first = known ?? details[0];

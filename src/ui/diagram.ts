@@ -1,6 +1,6 @@
 /**
- * The console's flow diagram: Mermaid source for a compiled flow (every unrolled node, as
- * `flowToMermaid` draws it), with visit and drop-off counts written on the nodes, key counts
+ * The console's flow diagram: Mermaid source for a compiled flow (every unrolled node, named
+ * and labelled as `flowToMermaid` draws it, the `on:` box below the hang-up), with visit and drop-off counts written on the nodes, key counts
  * on the edges, and one call's path highlighted. The browser renders it with the locally
  * served Mermaid bundle; without JavaScript the same counts are in the tables beside it.
  *
@@ -15,10 +15,10 @@
 import type { FlowStats } from '../calls/read.ts';
 import {
   type CompiledFlow,
-  effectLabel,
+  edgeLabel,
   escapeLabel,
-  keyLabel,
   NODE_KEYS,
+  nodeLabel,
   reactionLines,
 } from '../flows/index.ts';
 
@@ -93,17 +93,9 @@ function layout(compiled: CompiledFlow, counts: Map<string, NodeCounts>, folded:
   for (const node of compiled.nodes) {
     const key = folded ? node.menu : node.id;
     if (!boxes.has(key)) {
-      const notes = folded
-        ? []
-        : [
-            node.visit > 1 ? `round ${node.visit}` : '',
-            node.attempt > 0 ? `retry ${node.attempt}` : '',
-          ].filter(Boolean);
       boxes.set(key, {
         id: `${folded ? 'm' : 'n'}${boxes.size}`,
-        label: folded
-          ? node.menu
-          : `${node.index}: ${node.menu}${notes.length ? ` (${notes.join(', ')})` : ''}`,
+        label: folded ? node.menu : nodeLabel(node),
       });
     }
     const box = boxes.get(key)!;
@@ -124,9 +116,7 @@ function layout(compiled: CompiledFlow, counts: Map<string, NodeCounts>, folded:
       const target =
         last?.type === 'goto' ? compiled.nodes.find((n) => n.id === last.node) : undefined;
       const to = target ? boxOf.get(target.id)! : 'hangup';
-      const fx = effectLabel(actions);
-      const retry = folded && target?.menu === node.menu && target.attempt > node.attempt;
-      const label = `${keyLabel(key)}${retry ? ': retry' : fx.length ? `: ${fx.join(', ')}` : ''}`;
+      const label = edgeLabel(compiled, node, key, folded);
       const from = boxOf.get(node.id)!;
       const id = `${from}\u0000${label}\u0000${to}`;
       let edge = edges.get(id);
@@ -176,7 +166,7 @@ export function flowDiagram(
   }
   if (usesHangup) lines.push('  hangup(((hang up)))');
 
-  lines.push(...reactionLines(compiled));
+  lines.push(...reactionLines(compiled, usesHangup ? 'hangup' : undefined));
 
   lines.push('  classDef visited fill:#fde68a,stroke:#78350f,stroke-width:2px,color:#111827');
   lines.push('  classDef current fill:#bfdbfe,stroke:#1e3a8a,stroke-width:3px,color:#111827');

@@ -30,7 +30,7 @@ import { type Clock, systemClock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/client.ts';
 import { AppError, httpStatus } from '../errors.ts';
-import type { CompiledFlow } from '../flows/index.ts';
+import { type CompiledFlow, readTextVars } from '../flows/index.ts';
 import { tokenMatches } from '../http/auth.ts';
 import { requestOrigin, trustedProxies } from '../http/client-address.ts';
 import type { AppEnv } from '../http/env.ts';
@@ -558,7 +558,8 @@ export function consoleRoutes(deps: ConsoleDeps) {
         flow: compiled.id,
         to,
         from: values.from,
-        vars: values.vars,
+        // a form's fields are text: each read by its param's type (src/flows/vars.ts)
+        vars: readTextVars(compiled.params, values.vars),
         ...(values.lang && { lang: values.lang }),
       });
       return c.redirect(`/ui/calls/${started.id}/keypad`, 303);

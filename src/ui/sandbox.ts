@@ -43,7 +43,7 @@ export function sandboxControl(sandbox: Hono): SandboxControl {
         const { message } = (await res.json().catch(() => ({}))) as { message?: string };
         const why = message ?? `the sandbox answered ${res.status}`;
         throw new AppError('VALIDATION_ERROR', `the sandbox refused the number: ${why}`, [
-          { path: 'to', code: 'invalid', message: why },
+          { path: 'to', code: 'INVALID_RECIPIENT', message: why },
         ]);
       }
     },

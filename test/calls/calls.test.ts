@@ -94,7 +94,7 @@ describeEachEngine('calls', (ctx) => {
     ],
     [{ vars: { name: 'Ann', date: 'x', surprise: 1 } }, 'vars.surprise', 'INVALID_VARS'],
     [{ to: '0501234567' }, 'to', 'INVALID_RECIPIENT'],
-    [{ lang: 'fr' }, 'lang', 'INVALID_VARS'],
+    [{ lang: 'fr' }, 'lang', 'INVALID_LANGUAGE'],
     [{ from: '' }, 'from', 'VALIDATION_ERROR'],
   ])('refuses %j naming %s', async (override, path, code) => {
     const { status, body } = await start(override);
@@ -103,7 +103,7 @@ describeEachEngine('calls', (ctx) => {
     expect(body.error.details.map((d: { path: string }) => d.path)).toContain(path);
   });
 
-  it('starts a batch with per-call results, and refuses a batch with no valid call', async () => {
+  it('starts a batch with per-call results, all rejected too, each with the code it has alone', async () => {
     const res = await app.request(
       '/v1/calls/batch',
       json({
@@ -128,11 +128,28 @@ describeEachEngine('calls', (ctx) => {
     ]);
     expect(body.calls[1].error.details[0].path).toBe('calls[1].to');
     expect(body.calls[2].error.details[0].path).toBe('calls[2].vars.date');
+    expect(body.calls[1].error.code).toBe('INVALID_RECIPIENT');
+    // no valid call, one of them not even of the right shape: still 202, one result each
     const none = await app.request(
       '/v1/calls/batch',
-      json({ flow: 'appointment-reminder', from: 'Clinic', calls: [{ to: 'nope' }] }),
+      json({
+        flow: 'appointment-reminder',
+        from: 'Clinic',
+        calls: [{ to: '0501234567', vars: { name: 'A', date: 'x' } }, { to: 5 }],
+      }),
     );
-    expect(none.status).toBe(400);
+    expect(none.status).toBe(202);
+    const rejected = await readJson(none);
+    expect(rejected.queued).toBe(0);
+    // the same bad number as a single call's (INVALID_RECIPIENT above)
+    expect(rejected.calls[0]).toMatchObject({
+      status: 'rejected',
+      error: { code: 'INVALID_RECIPIENT' },
+    });
+    expect(rejected.calls[1]).toMatchObject({
+      status: 'rejected',
+      error: { code: 'VALIDATION_ERROR', details: [{ path: 'calls[1].to' }] },
+    });
   });
 
   it('a webhook advances the call: path, outcome, follow-up with a deterministic id, hangup', async () => {

@@ -35,7 +35,7 @@ describe('switchboard flows validate', () => {
     const { code, out } = await run(['validate']);
     expect(code).toBe(0);
     expect(out).toContain(
-      'flows/appointment-reminder.yaml:7:3: warning [unused-param] param "clinicPhone" is never used (at params.clinicPhone)',
+      'flows/appointment-reminder.yaml:7:3: warning [UNUSED_PARAM] param "clinicPhone" is never used (at params.clinicPhone)',
     );
     expect(out).toMatch(
       /^ok appointment-reminder: 12 provider menus from 2, version [0-9a-f]{16}$/m,
@@ -53,9 +53,9 @@ describe('switchboard flows validate', () => {
     const all = await run(['validate'], dir);
     expect(all.code).toBe(1);
     expect(all.out).toContain(
-      'flows/bad.yaml:5:22: error [unknown-menu] goto names menu "nowhere", which is not defined (at menus.main.keys.1[0].goto)',
+      'flows/bad.yaml:5:22: error [UNKNOWN_MENU] goto names menu "nowhere", which is not defined (at menus.main.keys.1[0].goto)',
     );
-    expect(all.out).toContain('flows/bad.yaml:6:3: error [unreachable-menu]');
+    expect(all.out).toContain('flows/bad.yaml:6:3: error [UNREACHABLE_MENU]');
     expect(all.out).toContain('FAIL bad: 2 errors');
     // naming files validates just those
     const named = await run(['validate', join(ROOT, 'flows', 'satisfaction-survey.yaml')], dir);
@@ -148,7 +148,7 @@ describe('switchboard flows simulate', () => {
     expect(err).toBe('');
     expect(code).toBe(0);
     expect(out).toContain('  1. main  key 9  -> main/v2');
-    expect(out).toContain('  2. main/v2  key 5 (wrong)  -> main/v2/r1');
+    expect(out).toContain('  2. main/v2  key 5, not handled here (wrong)  -> main/v2/r1');
     expect(out).toContain('  4. reschedule/v2  key 1  -> hang up');
     expect(out).toContain('outcome: reschedule-requested');
     expect(out).toContain('POST https://crm.example.com/reschedule');

@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { phone, readJson, uniq } from '../support/app.ts';
 import { availableEngines, createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { startServerProcess } from '../support/process.ts';
+import { NO_POSTGRES, onlyIf } from '../support/skip.ts';
 
 async function roundTrip(url: string, cmid: string) {
   const res = await fetch(`${url}/v1/messages`, {
@@ -48,7 +49,11 @@ describe('the real process', () => {
   });
 
   it.runIf(availableEngines().includes('postgres'))(
-    'runs on real Postgres with DATABASE_URL, applying the same migrations',
+    onlyIf(
+      availableEngines().includes('postgres'),
+      'runs on real Postgres with DATABASE_URL, applying the same migrations',
+      NO_POSTGRES,
+    ),
     async () => {
       const db = await createTestDatabase('postgres');
       dbs.push(db);

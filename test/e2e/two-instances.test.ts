@@ -12,6 +12,7 @@ import type { RunningServer } from '../../src/server.ts';
 import { phone, readJson } from '../support/app.ts';
 import { availableEngines, createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { eventually, startTestServer } from '../support/server.ts';
+import { NO_POSTGRES, onlyIf } from '../support/skip.ts';
 
 /** Forwards /sandbox/* to the instance that hosts the sandbox, the rest round-robin. */
 function balancer(targets: () => string[]) {
@@ -31,7 +32,9 @@ function balancer(targets: () => string[]) {
   return app;
 }
 
-describe.runIf(availableEngines().includes('postgres'))('two instances on one database', () => {
+const onPostgres = availableEngines().includes('postgres');
+
+describe.runIf(onPostgres)(onlyIf(onPostgres, 'two instances on one database', NO_POSTGRES), () => {
   let db: TestDatabase;
   let second: Database;
   let a: RunningServer;

@@ -10,6 +10,7 @@ import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { rowsOf } from '../../src/db/client.ts';
 import { availableEngines, createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { NO_POSTGRES, onlyIf } from '../support/skip.ts';
 import { type Proc, spawnProcess, waitUntil } from './helpers.ts';
 
 const onPostgres = availableEngines().includes('postgres');
@@ -30,7 +31,11 @@ describe('the dispatcher leader killed mid-batch', () => {
   });
 
   it.runIf(onPostgres)(
-    'hands over to the other instance; each message is accepted exactly once',
+    onlyIf(
+      onPostgres,
+      'hands over to the other instance; each message is accepted exactly once',
+      NO_POSTGRES,
+    ),
     async () => {
       db = await createTestDatabase('postgres');
       // callbacks are not what this test is about: a sink takes them

@@ -7,6 +7,7 @@
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import { availableEngines } from '../support/db.ts';
+import { NO_POSTGRES, onlyIf } from '../support/skip.ts';
 import {
   canRunPrivatePostgres,
   type PrivatePostgres,
@@ -20,6 +21,9 @@ import {
 
 // CI runs the suite on real Postgres (TEST_DATABASE_URL); this test brings its own server
 const enabled = availableEngines().includes('postgres') && canRunPrivatePostgres;
+const whyNot = availableEngines().includes('postgres')
+  ? 'no Postgres server binaries (initdb) on this machine: apt-get install -y postgresql'
+  : NO_POSTGRES;
 const CALLBACK_TOKEN = 'restart-callback-token';
 
 interface Sent {
@@ -38,7 +42,7 @@ describe('Postgres restarted under load', () => {
   });
 
   it.runIf(enabled)(
-    'answers no 2xx while it is down, and recovers within 5 s after',
+    onlyIf(enabled, 'answers no 2xx while it is down, and recovers within 5 s after', whyNot),
     async () => {
       pg = await startPrivatePostgres();
       server = await spawnProcess({

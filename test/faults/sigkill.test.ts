@@ -7,9 +7,11 @@ import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { rowsOf } from '../../src/db/client.ts';
 import { availableEngines, createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { NO_POSTGRES, onlyIf } from '../support/skip.ts';
 import { type Proc, post, spawnProcess, waitUntil } from './helpers.ts';
 
 const onPostgres = availableEngines().includes('postgres');
+const KEEPS = onlyIf(onPostgres, 'keeps every callback it acknowledged', NO_POSTGRES);
 const CALLBACK_TOKEN = 'sigkill-callback-token';
 
 describe('the server killed with SIGKILL under callback load', () => {
@@ -20,7 +22,7 @@ describe('the server killed with SIGKILL under callback load', () => {
     await db?.drop();
   });
 
-  it.runIf(onPostgres)('keeps every callback it acknowledged', async () => {
+  it.runIf(onPostgres)(KEEPS, async () => {
     db = await createTestDatabase('postgres');
     // no provider is needed here: a closed port keeps the built-in sandbox out of the way
     // (a provider address, so the callbacks carry a token as a real provider's must)

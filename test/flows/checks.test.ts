@@ -18,8 +18,8 @@ describe('checkFlow', () => {
     expect(
       rules({ start: 'nope', menus: { main: menu({ keys: { '1': [{ goto: 'gone' }] } }) } }),
     ).toEqual([
-      ['error', 'unknown-menu', 'start'],
-      ['error', 'unknown-menu', 'menus.main.keys.1.0.goto'],
+      ['error', 'UNKNOWN_MENU', 'start'],
+      ['error', 'UNKNOWN_MENU', 'menus.main.keys.1.0.goto'],
     ]);
   });
 
@@ -29,8 +29,8 @@ describe('checkFlow', () => {
         menus: { main: menu(), a: menu({ keys: { '1': [{ goto: 'b' }] } }), b: menu() },
       }),
     ).toEqual([
-      ['error', 'unreachable-menu', 'menus.a'],
-      ['error', 'unreachable-menu', 'menus.b'],
+      ['error', 'UNREACHABLE_MENU', 'menus.a'],
+      ['error', 'UNREACHABLE_MENU', 'menus.b'],
     ]);
   });
 
@@ -45,8 +45,8 @@ describe('checkFlow', () => {
       },
     };
     expect(rules(loop)).toEqual([
-      ['error', 'no-end', 'menus.main'],
-      ['error', 'no-end', 'menus.other'],
+      ['error', 'NO_END', 'menus.main'],
+      ['error', 'NO_END', 'menus.other'],
     ]);
     // without `wrong`, silence hangs up: that is a way to end
     const { wrong: _, ...other } = loop.menus.other;
@@ -72,8 +72,8 @@ describe('checkFlow', () => {
         },
       }),
     ).toEqual([
-      ['error', 'unreachable-action', 'menus.main.keys.1.1'],
-      ['error', 'unreachable-action', 'menus.main.keys.2.1'],
+      ['error', 'UNREACHABLE_ACTION', 'menus.main.keys.1.1'],
+      ['error', 'UNREACHABLE_ACTION', 'menus.main.keys.2.1'],
     ]);
   });
 
@@ -100,10 +100,10 @@ describe('checkFlow', () => {
         on: { failed: [{ send: { type: 'sms', text: '{{who}}' } }] },
       }),
     ).toEqual([
-      ['error', 'undeclared-param', 'menus.main.keys.1.0.webhook.url'],
-      ['error', 'template-syntax', 'menus.main.keys.2.0.send.text'],
-      ['error', 'undeclared-param', 'on.failed.0.send.text'],
-      ['warning', 'unused-param', 'params.spare'],
+      ['error', 'UNDECLARED_PARAM', 'menus.main.keys.1.0.webhook.url'],
+      ['error', 'TEMPLATE_SYNTAX', 'menus.main.keys.2.0.send.text'],
+      ['error', 'UNDECLARED_PARAM', 'on.failed.0.send.text'],
+      ['warning', 'UNUSED_PARAM', 'params.spare'],
     ]);
   });
 
@@ -120,10 +120,10 @@ describe('checkFlow', () => {
         },
       }),
     ).toEqual([
-      ['error', 'duplicate-language', 'languages.2'],
-      ['error', 'unknown-language', 'menus.main.reprompt.de'],
-      ['error', 'missing-language', 'menus.main.reprompt'],
-      ['error', 'missing-language', 'menus.main.keys.1.0.send'.concat('.text')],
+      ['error', 'DUPLICATE_LANGUAGE', 'languages.2'],
+      ['error', 'UNKNOWN_LANGUAGE', 'menus.main.reprompt.de'],
+      ['error', 'MISSING_LANGUAGE', 'menus.main.reprompt'],
+      ['error', 'MISSING_LANGUAGE', 'menus.main.keys.1.0.send'.concat('.text')],
     ]);
   });
 
@@ -141,9 +141,9 @@ describe('checkFlow', () => {
         },
       }),
     ).toEqual([
-      ['error', 'invalid-duration', 'menus.main.timeout'],
-      ['error', 'param-default', 'params.n.default'],
-      ['error', 'send-text', 'menus.main.keys.1.0.send'],
+      ['error', 'INVALID_DURATION', 'menus.main.timeout'],
+      ['error', 'PARAM_DEFAULT', 'params.n.default'],
+      ['error', 'SEND_TEXT', 'menus.main.keys.1.0.send'],
     ]);
   });
 
@@ -156,7 +156,7 @@ describe('checkFlow', () => {
     // 4 attempts x 3 rounds
     expect(rules(flow, { maxMenus: 12 })).toEqual([]);
     const over = checkFlow(Schema.parse(flow), { maxMenus: 11 });
-    expect(over.map((i) => i.rule)).toEqual(['menu-limit']);
+    expect(over.map((i) => i.rule)).toEqual(['MENU_LIMIT']);
     expect(over[0]!.message).toBe(
       'the flow unrolls to 12 provider menus (retries and cycles copied), over the limit of 11',
     );

@@ -115,8 +115,8 @@ describe('the compiler', () => {
     } catch (e) {
       expect((e as FlowCompileError).code).toBe('INVALID_FLOW');
       expect((e as FlowCompileError).details.map((d) => [d.path, d.code])).toEqual([
-        ['menus.main.keys.1[0].goto', 'unknown-menu'],
-        ['menus.main.keys.2[0].goto', 'unknown-menu'],
+        ['menus.main.keys.1[0].goto', 'UNKNOWN_MENU'],
+        ['menus.main.keys.2[0].goto', 'UNKNOWN_MENU'],
       ]);
     }
   });

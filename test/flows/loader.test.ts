@@ -35,7 +35,7 @@ describe('loading the example flows', () => {
         file: join(FLOWS_DIR, 'appointment-reminder.yaml'),
         line: 7,
         column: 3,
-        rule: 'unused-param',
+        rule: 'UNUSED_PARAM',
         severity: 'warning',
         message: 'param "clinicPhone" is never used',
         path: 'params.clinicPhone',
@@ -52,7 +52,7 @@ describe('loading the example flows', () => {
 describe('errors name file, line, column and rule', () => {
   it('YAML syntax', () => {
     const e = onlyError('menus:\n  main: {\n    intro: x\n');
-    expect(e.rule).toBe('yaml-syntax');
+    expect(e.rule).toBe('YAML_SYNTAX');
     expect(e.line).toBeGreaterThanOrEqual(2);
   });
 
@@ -70,7 +70,7 @@ describe('errors name file, line, column and rule', () => {
     expect(e).toMatchObject({
       line: 6,
       column: 7,
-      rule: 'invalid-key',
+      rule: 'INVALID_KEY',
       path: 'menus.main.keys.5x',
     });
     expect(e.message).toContain('keys are 0-9, * and #');
@@ -81,7 +81,7 @@ describe('errors name file, line, column and rule', () => {
     expect(e).toMatchObject({
       line: 4,
       column: 5,
-      rule: 'unknown-field',
+      rule: 'UNKNOWN_FIELD',
       path: 'menus.main.timout',
     });
   });
@@ -91,7 +91,7 @@ describe('errors name file, line, column and rule', () => {
     expect(e).toMatchObject({
       line: 5,
       column: 14,
-      rule: 'invalid-action',
+      rule: 'INVALID_ACTION',
       path: 'menus.main.keys.1[0]',
     });
     expect(e.message).toContain('unknown action "hangpu"');
@@ -101,7 +101,7 @@ describe('errors name file, line, column and rule', () => {
     const e = onlyError(
       'menus:\n  main:\n    intro: x\n    keys:\n      "1": [ { goto: main, outcome: x } ]\n',
     );
-    expect(e.rule).toBe('invalid-action');
+    expect(e.rule).toBe('INVALID_ACTION');
     expect(e.message).toContain('exactly one of goto, outcome, send, webhook');
   });
 
@@ -112,14 +112,14 @@ describe('errors name file, line, column and rule', () => {
     expect(e).toMatchObject({
       line: 5,
       column: 30,
-      rule: 'schema',
+      rule: 'SCHEMA',
       path: 'menus.main.keys.1[0].send.type',
     });
   });
 
   it('a reaction that is not an outcome or a send', () => {
     const e = onlyError('menus:\n  main: { intro: x }\non:\n  failed: [ { goto: main } ]\n');
-    expect(e).toMatchObject({ line: 4, column: 13, rule: 'invalid-action', path: 'on.failed[0]' });
+    expect(e).toMatchObject({ line: 4, column: 13, rule: 'INVALID_ACTION', path: 'on.failed[0]' });
     expect(e.message).toContain('goto cannot be used here');
   });
 
@@ -127,7 +127,7 @@ describe('errors name file, line, column and rule', () => {
     const e = onlyError(
       'menus:\n  main:\n    intro: x\n    keys:\n      1: [hangup]\n      "1": [hangup]\n',
     );
-    expect(e).toMatchObject({ line: 6, column: 7, rule: 'duplicate-key' });
+    expect(e).toMatchObject({ line: 6, column: 7, rule: 'DUPLICATE_KEY' });
   });
 
   it('an unknown menu, at the goto', () => {
@@ -137,26 +137,26 @@ describe('errors name file, line, column and rule', () => {
     expect(e).toMatchObject({
       line: 5,
       column: 22,
-      rule: 'unknown-menu',
+      rule: 'UNKNOWN_MENU',
       path: 'menus.main.keys.2[0].goto',
     });
   });
 
   it('an unknown start menu', () => {
     const e = onlyError('start: intro\nmenus:\n  main: { intro: x }\n');
-    expect(e).toMatchObject({ line: 1, column: 8, rule: 'unknown-menu', path: 'start' });
+    expect(e).toMatchObject({ line: 1, column: 8, rule: 'UNKNOWN_MENU', path: 'start' });
   });
 
   it('an unreachable menu, at its name', () => {
     const e = onlyError('menus:\n  main: { intro: x }\n  orphan:\n    intro: y\n');
-    expect(e).toMatchObject({ line: 3, column: 3, rule: 'unreachable-menu', path: 'menus.orphan' });
+    expect(e).toMatchObject({ line: 3, column: 3, rule: 'UNREACHABLE_MENU', path: 'menus.orphan' });
   });
 
   it('a menu with no way to end', () => {
     const e = onlyError(
       'menus:\n  main:\n    intro: x\n    keys: { "1": [ { goto: main } ] }\n    wrong: [ { goto: main } ]\n',
     );
-    expect(e).toMatchObject({ line: 2, column: 3, rule: 'no-end', path: 'menus.main' });
+    expect(e).toMatchObject({ line: 2, column: 3, rule: 'NO_END', path: 'menus.main' });
   });
 
   it('a template naming an undeclared param, at the string', () => {
@@ -166,7 +166,7 @@ describe('errors name file, line, column and rule', () => {
     expect(e).toMatchObject({
       line: 6,
       column: 41,
-      rule: 'undeclared-param',
+      rule: 'UNDECLARED_PARAM',
       path: 'menus.main.keys.1[0].send.text',
     });
     expect(e.message).toContain('{{nmae}}');
@@ -186,7 +186,7 @@ describe('errors name file, line, column and rule', () => {
     expect(loaded.errors[0]).toMatchObject({
       line: 1,
       column: 1,
-      rule: 'menu-limit',
+      rule: 'MENU_LIMIT',
       path: 'menus',
     });
     expect(loaded.errors[0]!.message).toMatch(
@@ -199,12 +199,12 @@ describe('errors name file, line, column and rule', () => {
 
   it('a file name that cannot be an id', () => {
     const loaded = parseYaml('menus: { main: { intro: x } }\n', 'flows/my flow.yaml');
-    expect(loaded.errors[0]).toMatchObject({ rule: 'invalid-id', line: 1, column: 1 });
+    expect(loaded.errors[0]).toMatchObject({ rule: 'INVALID_ID', line: 1, column: 1 });
   });
 
   it('a flow that is not a map', () => {
     const loaded = parseYaml('- just\n- a list\n');
-    expect(loaded.errors[0]!.rule).toBe('schema');
+    expect(loaded.errors[0]!.rule).toBe('SCHEMA');
   });
 });
 
@@ -217,8 +217,8 @@ describe('loadFlows', () => {
     writeFileSync(join(dir, 'schema.json'), '{}');
     const flows = await loadFlows(dir);
     expect(flows.map((f) => [f.id, f.errors.map((e) => e.rule)])).toEqual([
-      ['a', ['duplicate-id']],
-      ['a', ['duplicate-id']],
+      ['a', ['DUPLICATE_ID']],
+      ['a', ['DUPLICATE_ID']],
       ['b', []],
     ]);
     expect(flows.filter((f) => f.compiled).map((f) => f.id)).toEqual(['b']);

@@ -3,7 +3,8 @@
  * flow the way a compiler bug would, and expects `simulateFlow` to say where.
  */
 import { describe, expect, it } from 'vitest';
-import { type CompiledFlow, simulateFlow } from '../../src/flows/index.ts';
+import { type CompiledFlow, renderMenu, simulateFlow } from '../../src/flows/index.ts';
+import { planCall } from '../../src/sandbox/speechcall.ts';
 import { loadExample, SAMPLE_VARS } from './helpers.ts';
 
 const vars = SAMPLE_VARS['appointment-reminder'];
@@ -102,5 +103,42 @@ describe('simulateFlow', () => {
   it('refuses bad keys and vars', () => {
     expect(() => simulateFlow(fresh(), { keys: ['x'], vars })).toThrow(/not a key/);
     expect(() => simulateFlow(fresh(), { keys: ['1'], vars: {} })).toThrow(/vars do not fit/);
+  });
+
+  it('tells silence from a key the menu does not handle, on both sides', () => {
+    const sim = simulateFlow(fresh(), { keys: ['timeout', '7', '1'], vars });
+    expect(sim.agree).toBe(true);
+    expect(sim.machine.path).toEqual([
+      { node: 'main', key: 'wrong', input: 'timeout' },
+      { node: 'main/r1', key: 'wrong', input: '7' },
+      { node: 'main/r2', key: '1' },
+    ]);
+    expect(sim.menu.path).toEqual(sim.machine.path);
+  });
+
+  it("records what a real call can know: the provider's webhook is the same for silence and an unhandled key", () => {
+    // The provider runs one `wrong` entry for both (its speech-call page,
+    // https://smsbat.com/help/api/smsbat/speechcall/: "custom behavior for invalid/timeout
+    // inputs"), and its webhook is {from, to, mid, action} with `action` the body we put in
+    // that entry (docs/provider.md, "Callbacks"): no digit, no reason. So a recorded path says
+    // `wrong` for both; only a simulation (above) knows the input. If this ever fails, the
+    // provider's webhook tells them apart and the recorder should read it.
+    const menu = renderMenu(fresh(), {
+      vars,
+      hookUrl: 'https://sb.example.com/hooks/speechcall',
+      tokenFor: (node, key) => `${node}|${key}`,
+    });
+    const posted = (input: 'timeout' | '7') =>
+      planCall(menu, [input, 'hangup']).events.flatMap((e) =>
+        e.type === 'webhook' ? [{ url: e.url, body: e.body, headers: e.headers }] : [],
+      );
+    expect(posted('timeout')).toEqual([
+      {
+        url: 'https://sb.example.com/hooks/speechcall',
+        body: { token: 'main|wrong' },
+        headers: {},
+      },
+    ]);
+    expect(posted('7')).toEqual(posted('timeout'));
   });
 });

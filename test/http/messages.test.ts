@@ -76,7 +76,7 @@ describeEachEngine('POST /v1/messages', (ctx) => {
     expect(messages[1].id).toBeUndefined();
   });
 
-  it('generates a customerMessageId when absent, and rejects a duplicate without storing it twice', async () => {
+  it('generates a customerMessageId when absent, and rejects one reused with other content without storing it twice', async () => {
     const first = await readJson(await app.request('/v1/messages', json({ messages: [sms()] })));
     expect(first.messages[0].customerMessageId).toEqual(expect.any(String));
 
@@ -97,7 +97,8 @@ describeEachEngine('POST /v1/messages', (ctx) => {
     });
     expect(bBody.messages[1].status).toBe('queued');
 
-    // the same id twice inside one request: the second is rejected
+    // the same id twice inside one request with other content (another number): the second
+    // is rejected
     const cmid2 = uniq('dup2');
     const c = await readJson(
       await app.request(
@@ -111,15 +112,23 @@ describeEachEngine('POST /v1/messages', (ctx) => {
     expect(view.timeline).toHaveLength(1);
   });
 
-  it('answers 400 in the envelope when no message is valid', async () => {
-    const res = await app.request('/v1/messages', json({ messages: [sms({ to: 'nobody' })] }));
-    expect(res.status).toBe(400);
-    const body = await readJson(res);
-    expect(body.error.code).toBe('VALIDATION_ERROR');
-    expect(body.error.details[0]).toMatchObject({
-      path: 'messages[0].to',
-      code: 'INVALID_RECIPIENT',
-    });
+  it('answers 202 per message when no message is valid: one bad number has the same code alone and in a batch', async () => {
+    const alone = await app.request('/v1/messages', json({ messages: [sms({ to: 'nobody' })] }));
+    expect(alone.status).toBe(202);
+    const one = (await readJson(alone)).messages;
+    expect(one).toHaveLength(1);
+    expect(one[0]).toMatchObject({ status: 'rejected', error: { code: 'INVALID_RECIPIENT' } });
+    expect(one[0].error.details[0]).toMatchObject({ path: 'messages[0].to' });
+
+    const batch = await app.request(
+      '/v1/messages',
+      json({ messages: [sms({ to: 'nobody' }), sms({ type: 'telepathy' })] }),
+    );
+    expect(batch.status).toBe(202);
+    const both = (await readJson(batch)).messages;
+    expect(both.map((m: { status: string }) => m.status)).toEqual(['rejected', 'rejected']);
+    expect(both[0].error.code).toBe(one[0].error.code);
+    expect(both[0].error.details[0].path).toBe('messages[0].to');
   });
 
   it('refuses more than 5000 messages, an empty list and a body without messages', async () => {

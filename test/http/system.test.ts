@@ -84,8 +84,22 @@ describeEachEngine('error envelope', (ctx) => {
     });
     expect(res.status).toBe(400);
     const body = await readJson(res);
+    // where it breaks: the end of the text, line 1, column 15
     expect(body).toEqual({
-      error: { code: 'MALFORMED_JSON', message: expect.any(String), details: [] },
+      error: {
+        code: 'MALFORMED_JSON',
+        message:
+          "the request body is not valid JSON: line 1, column 15: the text ends before the list's ']'",
+        details: [
+          {
+            path: 'body',
+            code: 'JSON_SYNTAX',
+            message: "the text ends before the list's ']'",
+            line: 1,
+            column: 15,
+          },
+        ],
+      },
     });
   });
 

@@ -432,7 +432,7 @@ describe('cascade forms', () => {
       'EMPTY_OPTION',
       /must not be empty/,
     ],
-    ['unknown field', { channel: 'sms' }, 'channel', 'UNRECOGNIZED_KEY', /channel is not a field/],
+    ['unknown field', { channel: 'sms' }, 'channel', 'UNKNOWN_FIELD', /channel is not a field/],
     [
       'short_url not a URL',
       { text: '%short_url=1%', variables: [{ id: 1, type: 'short_url', value: 'x' }] },
@@ -512,7 +512,7 @@ describe('cascade forms', () => {
     expect(validateCascade([endpoint()]).form).toBe('array');
     expect(validateCascade({ messages: [msg] }).form).toBe('messages');
     expect(refusal(() => validateCascade({ messages: [msg], extra: 1 })).details).toEqual([
-      expect.objectContaining({ path: 'extra', code: 'UNRECOGNIZED_KEY' }),
+      expect.objectContaining({ path: 'extra', code: 'UNKNOWN_FIELD' }),
     ]);
   });
 });

@@ -56,6 +56,7 @@ import { createSandbox, type Sandbox } from '../../src/sandbox/app.ts';
 import { createManualClock } from '../../src/sandbox/clock.ts';
 import { buildTestApp, type Json, json, phone, readJson } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
+import { onlyIf } from '../support/skip.ts';
 import { listen } from './helpers.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
@@ -579,7 +580,11 @@ describe('docs fixtures index', () => {
   });
 
   it.skipIf(!existsSync(MIRROR))(
-    `INDEX.json is current, and every fixture copied from a block is a faithful copy of it (skipped when there is no mirror of smsbat/help at ${MIRROR})`,
+    onlyIf(
+      existsSync(MIRROR),
+      'INDEX.json is current, and every fixture copied from a block is a faithful copy of it',
+      `no mirror of smsbat/help at ${MIRROR}`,
+    ),
     () => {
       const { index: fresh, problems } = buildIndex(MIRROR, DOCS);
       expect(problems).toEqual([]);

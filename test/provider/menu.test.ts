@@ -35,7 +35,7 @@ describe('SpeechMenu', () => {
 
   it.each(['d10', '1', 'd', 'D1', 'timeout', 'd*#'])('refuses the key %s, naming it', (key) => {
     expect(details([item({ [key]: [hook] })])).toEqual([
-      expect.objectContaining({ path: `[0].dtmfActions.${key}`, code: 'unrecognized_key' }),
+      expect.objectContaining({ path: `[0].dtmfActions.${key}`, code: 'UNKNOWN_FIELD' }),
     ]);
   });
 
@@ -103,7 +103,7 @@ describe('SpeechMenu', () => {
     expect(details([item({ d1: [hook] }, { idleTimeoutMsec: 0 })])[0]?.path).toBe(
       '[0].idleTimeoutMsec',
     );
-    expect(details([])[0]?.code).toBe('too_small');
+    expect(details([])[0]?.code).toBe('TOO_SMALL');
   });
 
   it('types an item so compilers can build one', () => {

@@ -6,7 +6,8 @@
  * of nesting, 10 000 keys, bytes that are not UTF-8 and wrong content types, then a few
  * random requests made of the shared fuzz generators (test/support/fuzz.ts). No answer may be
  * a 5xx; outside /ui and /sandbox every error is the one envelope with a code of
- * src/errors.ts; a NUL is refused naming its field; nothing reaches Object.prototype.
+ * src/errors.ts, listed at its status in the route's /openapi.json operation; a NUL is
+ * refused naming its field; nothing reaches Object.prototype.
  *
  * ROUTES below holds an entry for each route: it fails when the app has a route without
  * one (or the table one the app no longer has), so a route added later is fuzzed too.
@@ -26,6 +27,7 @@ import {
   query as fuzzQuery,
   segment,
 } from '../support/fuzz.ts';
+import { documentedErrors, type OpenApiDoc } from '../support/openapi.ts';
 
 /** What the fuzzer knows of a route: sample values to start from, then to spoil. */
 interface RouteEntry {
@@ -407,9 +409,15 @@ function consoleHeaders(init: RequestInit | undefined): RequestInit {
 describeEachEngine('the whole route table, fuzzed', (ctx) => {
   let app: App;
   let sandbox: Sandbox;
-  beforeAll(() => {
+  // what /openapi.json lists for each route (issue 22, point 2): every code the fuzzer gets
+  // back must be there, at its status
+  let documented: Map<string, Set<string>>;
+  beforeAll(async () => {
     sandbox = createSandbox({ clock: createManualClock() });
     app = buildTestApp(ctx.database(), { sandbox: sandbox.app }).app;
+    documented = documentedErrors(
+      (await (await app.request('/openapi.json')).json()) as OpenApiDoc,
+    );
   });
   afterAll(async () => {
     await sandbox?.close();
@@ -462,6 +470,14 @@ describeEachEngine('the whole route table, fuzzed', (ctx) => {
     }
     if (httpStatus(error.code as (typeof ERROR_CODES)[number]) !== res.status)
       return fail(`status not httpStatus(${String(error.code)})`);
+    // ROUTE_NOT_FOUND: the request reached no operation (a `..` parameter walked out of it)
+    const operation = documented.get(key.replace(/(:\w+)\{[^}]*\}/g, '$1'));
+    if (where !== 'console' && !key.includes(' /docs') && !key.endsWith(' /openapi.json')) {
+      if (!operation) return fail('no operation in /openapi.json');
+      if (error.code !== 'ROUTE_NOT_FOUND' && !operation.has(`${res.status} ${error.code}`)) {
+        return fail(`${String(error.code)} is not listed in its /openapi.json operation`);
+      }
+    }
     if (
       probe.names &&
       error.code === 'INVALID_ENCODING' &&

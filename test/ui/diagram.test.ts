@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { FlowStats } from '../../src/calls/read.ts';
-import { type CompiledFlow, loadFlowFile } from '../../src/flows/index.ts';
+import { type CompiledFlow, flowToMermaid, loadFlowFile } from '../../src/flows/index.ts';
 import { flowDiagram, nodeCounts } from '../../src/ui/diagram.ts';
 
 const compiled = async (): Promise<CompiledFlow> =>
@@ -129,5 +129,23 @@ describe('flowDiagram', () => {
     expect(lines).toContain('  class m0 visited');
     expect(lines).toContain('  class m1 current');
     expect(lines).toContain('  linkStyle 3,1 stroke:#b45309,stroke-width:4px');
+  });
+
+  it('names and draws nodes, loops and the round limit exactly as the graph command does', async () => {
+    const flow = await compiled();
+    const boxesAndEdges = (source: string) =>
+      source.split('\n').filter((l) => /^ {2}(n|m)\d+[[ ]/.test(l) || l.includes('~~~'));
+    for (const folded of [false, true]) {
+      expect(boxesAndEdges(flowDiagram(flow, { folded }).source)).toEqual(
+        boxesAndEdges(flowToMermaid(flow, { folded })),
+      );
+    }
+    const { source } = flowDiagram(flow);
+    expect(source).toContain('  n2["2: main/v2"]');
+    expect(source).toContain('  n0 -->|"9: back to main"| n2');
+    expect(source).not.toContain('|"9: outcome no-input"|');
+    const folded = flowDiagram(flow, { folded: true }).source;
+    expect(folded).toContain('  m0 -->|"9"| m0');
+    expect(folded).toContain('  m0 -->|"after 3 rounds, 9: outcome no-input"| hangup');
   });
 });

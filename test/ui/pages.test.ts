@@ -146,9 +146,9 @@ describeEachEngine('console pages', (ctx) => {
     // every call of this file so far: the first test started one, this one two
     expect(unrolled).toContain('n0["0: main<br/>visits 3 · dropped 2"]');
     expect(unrolled).toContain('n1["1: reschedule<br/>visits 1 · dropped 0"]');
-    expect(unrolled).toContain('n2["2: main (round 2)<br/>visits 1 · dropped 1"]');
+    expect(unrolled).toContain('n2["2: main/v2<br/>visits 1 · dropped 1"]');
     expect(unrolled).toContain('n0 -->|"2 (1)"| n1');
-    expect(unrolled).toContain('n1 -->|"* (1)"| n2');
+    expect(unrolled).toContain('n1 -->|"*: back to main (1)"| n2');
     expect(unrolled).toMatch(/class n0,n2 dropped/);
     expect(unrolled).toContain('accTitle: Flow Appointment reminder');
     // as written: the copies of main added up

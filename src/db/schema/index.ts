@@ -4,6 +4,7 @@ export * from './call-events.ts';
 export * from './calls.ts';
 export * from './console-sessions.ts';
 export * from './erased-ids.ts';
+export * from './idempotency-keys.ts';
 export * from './inbound-messages.ts';
 export * from './inbox.ts';
 export * from './message-events.ts';

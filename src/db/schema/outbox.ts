@@ -21,6 +21,11 @@ export const outbox = pgTable(
       .defaultNow(),
     attempts: integer('attempts').notNull().default(0),
     lastError: text('last_error'),
+    /**
+     * the W3C trace context of what queued the message (tracing on, src/tracing.ts), so the
+     * round that sends it links back to it; null when tracing is off
+     */
+    traceParent: text('trace_parent'),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
   // the dispatcher's claim query walks this index in order

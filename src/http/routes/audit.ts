@@ -10,6 +10,7 @@ import { needs } from '../scopes.ts';
 const list = createRoute({
   method: 'get',
   path: '/v1/audit',
+  operationId: 'listAuditEntries',
   tags: ['audit'],
   summary: 'Every request that changed (or tried to change) something through the API',
   description:

@@ -11,9 +11,10 @@ import {
   startCall,
   startCalls,
 } from '../../calls/start.ts';
-import { AppError } from '../../errors.ts';
+import type { ErrorCode } from '../../errors.ts';
 import { ErrorBody } from '../../messages/views.ts';
 import { auditItems } from '../audit.ts';
+import { errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
 import { needs } from '../scopes.ts';
 
@@ -22,12 +23,24 @@ const err = (description: string) => ({
   content: { 'application/json': { schema: ErrorBody } },
 });
 
+/** Why a flow cannot start calls (calls/start-prepare.ts `compiledFlow`). */
+const FLOW_CODES: ErrorCode[] = ['UNKNOWN_FLOW', 'INVALID_FLOW'];
+/** Why a call's message is refused (provider/message.ts `validateMessage`). */
+const MESSAGE_CODES: ErrorCode[] = [
+  'INVALID_RECIPIENT',
+  'INVALID_SENDER',
+  'MESSAGE_TOO_LONG',
+  'INVALID_MESSAGE',
+];
+
 const start = createRoute({
   method: 'post',
   path: '/v1/calls',
+  operationId: 'startCall',
   tags: ['calls'],
   summary: 'Start a call from a flow',
   security: needs('send'),
+  ...errorCodes({ also: [...FLOW_CODES, 'INVALID_VARS', 'INVALID_LANGUAGE', ...MESSAGE_CODES] }),
   description:
     'Validates the vars against the flow params and the numbers, renders the menu with signed tokens, and stores the call (pinned to the flow version), its speechcall message and the outbox row in one transaction.',
   request: {
@@ -56,8 +69,10 @@ const start = createRoute({
 const batch = createRoute({
   method: 'post',
   path: '/v1/calls/batch',
+  operationId: 'startCalls',
   tags: ['calls'],
   security: needs('send'),
+  ...errorCodes({ also: FLOW_CODES }),
   summary: 'Start up to 10 000 calls of one flow; each is queued or rejected on its own',
   request: {
     body: { required: true, content: { 'application/json': { schema: BatchCallsRequest } } },
@@ -78,13 +93,14 @@ const batch = createRoute({
         },
       },
     },
-    400: err('unknown flow, or not one valid call'),
+    400: err('unknown flow, or not a well-formed batch (each call is answered on its own)'),
   },
 });
 
 const getOne = createRoute({
   method: 'get',
   path: '/v1/calls/{id}',
+  operationId: 'getCall',
   tags: ['calls'],
   security: needs('read'),
   summary: 'A call: state, outcome, vars, path of menus and keys, its messages, its timeline',
@@ -100,6 +116,7 @@ const getOne = createRoute({
 const list = createRoute({
   method: 'get',
   path: '/v1/calls',
+  operationId: 'listCalls',
   tags: ['calls'],
   security: needs('read'),
   summary: 'Calls, newest first, filtered by flow, number, state or outcome',
@@ -123,7 +140,13 @@ const list = createRoute({
 export function callRoutes(deps: StartDeps) {
   const app = newRouter();
   app.openapi(start, async (c) => {
-    const started = await startCall(deps, c.req.valid('json'));
+    const idempotency = c.get('idempotency');
+    // an Idempotency-Key's answer commits with the call it names
+    const started = await startCall(
+      deps,
+      c.req.valid('json'),
+      idempotency && ((tx, answer) => idempotency.save(tx, 202, answer)),
+    );
     c.set('audit', {
       created: { calls: auditItems([started.id]), messages: auditItems([started.messageId]) },
     });
@@ -136,13 +159,7 @@ export function callRoutes(deps: StartDeps) {
       created: { calls: auditItems(queued) },
       rejected: { calls: result.calls.length - queued.length },
     });
-    if (result.queued === 0) {
-      throw new AppError(
-        'VALIDATION_ERROR',
-        `none of the ${result.calls.length} calls could start`,
-        result.calls.flatMap((r) => r.error?.details ?? []),
-      );
-    }
+    // 202 whatever the mix, all rejected too: a well-formed batch is answered per call
     return c.json(result, 202);
   });
   app.openapi(getOne, async (c) => c.json(await getCall(deps.db, c.req.valid('param').id), 200));

@@ -70,6 +70,7 @@ const err = (description: string) => ({
 const list = createRoute({
   method: 'get',
   path: '/v1/flows',
+  operationId: 'listFlows',
   tags: ['flows'],
   security: needs('read'),
   summary: 'The flows in the flows directory, with version, params, menus and checks',
@@ -84,6 +85,7 @@ const list = createRoute({
 const getOne = createRoute({
   method: 'get',
   path: '/v1/flows/{id}',
+  operationId: 'getFlow',
   tags: ['flows'],
   security: needs('read'),
   summary: 'One flow with its compiled menu template and a Mermaid diagram',
@@ -97,6 +99,7 @@ const getOne = createRoute({
 const stats = createRoute({
   method: 'get',
   path: '/v1/flows/{id}/stats',
+  operationId: 'getFlowStats',
   tags: ['flows'],
   security: needs('read'),
   summary: 'Per menu node: visits, each key, hang-ups; failures and outcomes',

@@ -20,6 +20,7 @@ import type { AppEnv } from '../env.ts';
 import { errorResponse } from '../errors.ts';
 import { header } from '../headers.ts';
 import type { Metrics } from '../metrics.ts';
+import { errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
 
 export const HookAnswer = z
@@ -52,7 +53,9 @@ export function hookRoutes(deps: {
   metrics: Metrics;
 }) {
   const app = newRouter();
-  const tokens = deps.config.callbackToken ? [deps.config.callbackToken] : [];
+  // every token of CALLBACK_TOKEN is taken (rotation: the new one first, the old one until
+  // the provider's side is changed)
+  const tokens = deps.config.callbackTokens;
 
   const handle =
     (
@@ -137,10 +140,12 @@ export function hookRoutes(deps: {
       },
     },
     security,
+    ...errorCodes({ also: ['UNAVAILABLE'] }),
   };
   app.openAPIRegistry.registerPath({
     method: 'post',
     path: '/hooks/delivery',
+    operationId: 'receiveDeliveryStatus',
     tags: ['hooks'],
     summary: 'Status callbacks from the provider, keyed by its messageId or your customerMessageId',
     description:
@@ -161,6 +166,7 @@ export function hookRoutes(deps: {
   app.openAPIRegistry.registerPath({
     method: 'post',
     path: '/hooks/viber',
+    operationId: 'receiveViberMessage',
     tags: ['hooks'],
     summary: 'Incoming Viber messages',
     description:
@@ -186,7 +192,11 @@ export function hookRoutes(deps: {
   app.openAPIRegistry.registerPath({
     method: 'post',
     path: '/hooks/speechcall',
+    operationId: 'receiveSpeechCallKey',
     tags: ['hooks'],
+    // no token of the request's own: the signed one is in the body (action.token)
+    security: [],
+    ...errorCodes({ also: ['UNAUTHORIZED', 'UNAVAILABLE'] }),
     summary: 'Speech-call webhooks: one per key pressed, from the tracking webhook of the menu',
     description:
       'The body is `{from, to, mid, action}`; `action.token` is the signed token Switchboard put in the menu, naming call, node and key. A missing, forged or altered token (or one from another call) gets 401. Exact duplicates change nothing; a webhook for a node the call has not reached yet is held and applied when it gets there.',

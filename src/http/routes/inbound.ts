@@ -26,6 +26,7 @@ const InboundList = z
 const list = createRoute({
   method: 'get',
   path: '/v1/inbound',
+  operationId: 'listInboundMessages',
   tags: ['inbound'],
   security: needs('read'),
   summary: 'Incoming Viber messages',

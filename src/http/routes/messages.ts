@@ -63,6 +63,7 @@ export const SubmitRequest = z
 const submit = createRoute({
   method: 'post',
   path: '/v1/messages',
+  operationId: 'sendMessages',
   tags: ['messages'],
   security: needs('send'),
   summary: 'Submit up to 5000 messages; each is accepted (queued) or rejected on its own',
@@ -72,7 +73,7 @@ const submit = createRoute({
       description: 'per-message results, in request order',
       content: { 'application/json': { schema: SubmitResponse } },
     },
-    400: errorResponse('malformed request, or not one valid message'),
+    400: errorResponse('not a well-formed list of messages (each is answered on its own)'),
     413: errorResponse('body too large'),
   },
 });
@@ -92,6 +93,7 @@ const RefParam = z.object({
 const getOne = createRoute({
   method: 'get',
   path: '/v1/messages/{ref}',
+  operationId: 'getMessage',
   tags: ['messages'],
   security: needs('read'),
   summary: 'One message with its status timeline and what was sent',
@@ -124,6 +126,7 @@ const ListQuery = z.object({
 const list = createRoute({
   method: 'get',
   path: '/v1/messages',
+  operationId: 'listMessages',
   tags: ['messages'],
   security: needs('read'),
   summary: 'Messages, newest first, filtered, one page at a time',
@@ -144,15 +147,22 @@ export function messageRoutes(deps: {
   const app = newRouter();
   app.openapi(submit, async (c) => {
     const { messages } = c.req.valid('json');
-    const { results } = await submitMessages(deps, messages, {
-      ...(deps.maxSmsParts !== undefined && { maxSmsParts: deps.maxSmsParts }),
-      ...(deps.lifetimeSeconds !== undefined && { lifetimeSeconds: deps.lifetimeSeconds }),
-    });
-    deps.onQueued?.();
-    const queued = results.flatMap((r) => (r.status === 'queued' && r.id ? [r.id] : []));
+    const idempotency = c.get('idempotency');
+    // 202 whatever the mix, all rejected too: a well-formed list is answered per message
+    const { results, created } = await submitMessages(
+      deps,
+      messages,
+      {
+        ...(deps.maxSmsParts !== undefined && { maxSmsParts: deps.maxSmsParts }),
+        ...(deps.lifetimeSeconds !== undefined && { lifetimeSeconds: deps.lifetimeSeconds }),
+      },
+      // an Idempotency-Key's answer commits with the messages it names
+      idempotency && ((tx, answer) => idempotency.save(tx, 202, { messages: answer })),
+    );
+    if (created.length > 0) deps.onQueued?.();
     c.set('audit', {
-      created: { messages: auditItems(queued) },
-      rejected: { messages: results.length - queued.length },
+      created: { messages: auditItems(created) },
+      rejected: { messages: results.filter((r) => r.status === 'rejected').length },
     });
     return c.json({ messages: results }, 202);
   });

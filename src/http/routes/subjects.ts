@@ -7,6 +7,7 @@ import { createRoute, z } from '@hono/zod-openapi';
 import { ErrorBody } from '../../messages/views.ts';
 import { type ErasureDeps, ErasureReport, eraseSubject } from '../../privacy/erasure.ts';
 import { isE164 } from '../../provider/message.ts';
+import { errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
 import { needs } from '../scopes.ts';
 
@@ -29,8 +30,11 @@ const PhoneParam = z.object({
 const erase = createRoute({
   method: 'delete',
   path: '/v1/subjects/{phone}',
+  operationId: 'eraseSubject',
   tags: ['privacy'],
   security: needs('admin'),
+  // erasing a number nothing is held about reports zeros
+  ...errorCodes({ never: ['NOT_FOUND'] }),
   summary: 'Erase everything held about one phone number',
   description:
     'Removes every message to the number (with its timeline and outbox row), every call to it (path, events, timers, follow-up messages), the Viber messages it sent, the delivery events waiting for its messages, and the raw callback bodies about it, wherever they write the number in any form (with or without +, 00 or a national trunk 0; with spaces, dashes, dots, brackets or slashes; URL-encoded; as a JSON number); bodies that also carry other people are kept with the number and its message ids cut out. With the built-in sandbox, its own copies (messages, calls, callbacks, incoming messages, scripts) are forgotten too. Aggregate flow statistics stay. Callbacks that arrive later about the erased messages are acknowledged and dropped. Erasing again reports zeros.',

@@ -20,7 +20,9 @@ const Readiness = z
 const healthz = createRoute({
   method: 'get',
   path: '/healthz',
+  operationId: 'getHealth',
   tags: ['system'],
+  security: [],
   summary: 'Liveness: 200 while the process is up',
   responses: {
     200: { description: 'up', content: { 'application/json': { schema: Status } } },
@@ -30,7 +32,9 @@ const healthz = createRoute({
 const readyz = createRoute({
   method: 'get',
   path: '/readyz',
+  operationId: 'getReadiness',
   tags: ['system'],
+  security: [],
   summary: 'Readiness: 200 when the database answers and the migrations are applied',
   responses: {
     200: { description: 'ready', content: { 'application/json': { schema: Readiness } } },
@@ -41,7 +45,9 @@ const readyz = createRoute({
 const metricsRoute = createRoute({
   method: 'get',
   path: '/metrics',
+  operationId: 'getMetrics',
   tags: ['system'],
+  security: [],
   summary: 'Prometheus metrics (text exposition format)',
   responses: {
     200: { description: 'metrics', content: { 'text/plain': { schema: z.string() } } },

@@ -8,6 +8,7 @@ import { AppError } from '../../errors.ts';
 import { ErrorBody } from '../../messages/views.ts';
 import { CreatedToken, TokenName, TokenScopes, type TokenStore, TokenView } from '../api-tokens.ts';
 import { auditItems } from '../audit.ts';
+import { errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
 import { allows, effectiveScopes, needs } from '../scopes.ts';
 
@@ -19,9 +20,11 @@ const err = (description: string) => ({
 const create = createRoute({
   method: 'post',
   path: '/v1/tokens',
+  operationId: 'createToken',
   tags: ['tokens'],
   summary: 'Make an API token with scopes; the answer holds the token, shown this once',
   security: needs('admin'),
+  ...errorCodes({ also: ['CONFLICT'] }),
   request: {
     body: {
       required: true,
@@ -45,6 +48,7 @@ const create = createRoute({
 const list = createRoute({
   method: 'get',
   path: '/v1/tokens',
+  operationId: 'listTokens',
   tags: ['tokens'],
   summary: 'Every API token made, newest first, revoked ones too (never the token itself)',
   security: needs('admin'),
@@ -63,6 +67,7 @@ const list = createRoute({
 const revoke = createRoute({
   method: 'delete',
   path: '/v1/tokens/{id}',
+  operationId: 'revokeToken',
   tags: ['tokens'],
   summary: 'Revoke an API token (at once on this instance, within seconds on the others)',
   security: needs('admin'),
@@ -93,7 +98,7 @@ export function tokenRoutes(deps: { store: TokenStore }) {
       throw new AppError(
         'INSUFFICIENT_SCOPE',
         `a token can only give scopes it has: "${caller?.name}" has ${effectiveScopes(caller?.scopes ?? []).join(', ')}, not ${beyond.join(', ')}`,
-        [{ path: 'scopes', code: 'insufficient_scope', message: `not held: ${beyond.join(', ')}` }],
+        [{ path: 'scopes', code: 'INSUFFICIENT_SCOPE', message: `not held: ${beyond.join(', ')}` }],
       );
     }
     const made = await deps.store.create({ name, scopes, createdBy: caller?.name ?? 'open' });
@@ -104,7 +109,7 @@ export function tokenRoutes(deps: { store: TokenStore }) {
   app.openapi(revoke, async (c) => {
     const { id } = c.req.valid('param');
     const result = await deps.store.revoke(id);
-    if (!result) throw new AppError('NOT_FOUND', `no token ${id}`);
+    if (!result) throw new AppError('NOT_FOUND', `no token "${id}"`);
     c.set('audit', {
       removed: {
         tokens: auditItems(

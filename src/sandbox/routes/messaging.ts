@@ -146,18 +146,18 @@ export function messagingRoutes(ctx: SandboxContext): Hono {
           : undefined;
       if (!Array.isArray(messages)) {
         return providerError(c, 400, 'BAD_REQUEST', 'the body must be {"messages": [...]}', [
-          { path: 'messages', code: 'invalid_type', message: 'messages must be an array' },
+          { path: 'messages', code: 'INVALID_TYPE', message: 'messages must be an array' },
         ]);
       }
       if (messages.length === 0) {
         return providerError(c, 400, 'BAD_REQUEST', 'messages must hold at least one message', [
-          { path: 'messages', code: 'too_small', message: 'at least one message' },
+          { path: 'messages', code: 'TOO_SMALL', message: 'at least one message' },
         ]);
       }
       if (messages.length > MAX_MESSAGES_PER_LIST) {
         const message = `at most ${MAX_MESSAGES_PER_LIST} messages per request (got ${messages.length})`;
         return providerError(c, 400, 'TOO_MANY_MESSAGES', message, [
-          { path: 'messages', code: 'too_big', message },
+          { path: 'messages', code: 'TOO_BIG', message },
         ]);
       }
       return c.json(ctx.messages.submit(messages));

@@ -2,7 +2,16 @@
 import type { FC } from 'hono/jsx';
 import { CALL_STATES } from '../../calls/deps.ts';
 import type { CallSummary, CallView } from '../../calls/read.ts';
+import { keyLabel } from '../../flows/index.ts';
 import { Badge, Empty, Field, Time } from '../layout.tsx';
+
+/**
+ * Why a recorded `wrong` step does not say which: the provider runs one `wrong` entry for
+ * silence and for a key the menu does not handle, and its webhook carries only that entry's
+ * body (docs/provider.md, "Callbacks"). `flows simulate` shows which, as it knows the input.
+ */
+const WRONG_KEY_NOTE =
+  'silence, or a key this menu does not handle: the provider reports both alike';
 
 export interface CallQuery {
   id?: string | undefined;
@@ -140,7 +149,13 @@ export const CallLive: FC<{ call: CallView }> = ({ call }) => (
                 <code>{s.node}</code>
               </td>
               <td class="num">{s.attempt}</td>
-              <td>{s.key === 'wrong' ? 'timeout / wrong key' : s.key}</td>
+              <td>
+                {s.key === 'wrong' ? (
+                  <span title={WRONG_KEY_NOTE}>{keyLabel('wrong')}</span>
+                ) : (
+                  s.key
+                )}
+              </td>
               <td>
                 <Time at={s.at} />
               </td>

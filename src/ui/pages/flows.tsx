@@ -2,7 +2,7 @@
 import { basename } from 'node:path';
 import type { FC } from 'hono/jsx';
 import type { FlowStats } from '../../calls/read.ts';
-import type { LoadedFlow } from '../../flows/index.ts';
+import { keyLabel, type LoadedFlow, nodeLabel } from '../../flows/index.ts';
 import type { NodeCounts } from '../diagram.ts';
 import { Empty, Notice } from '../layout.tsx';
 
@@ -283,12 +283,12 @@ export const FlowPage: FC<{
             {c.nodes.map((n) => {
               const k = counts.get(n.id);
               const keys = Object.entries(k?.keys ?? {})
-                .map(([key, v]) => `${key === 'wrong' ? 'timeout / wrong' : key}: ${v}`)
+                .map(([key, v]) => `${key === 'wrong' ? keyLabel('wrong') : key}: ${v}`)
                 .join(', ');
               return (
                 <tr>
                   <th scope="row">
-                    <code>{`${n.index}: ${n.id}`}</code>
+                    <code>{nodeLabel(n)}</code>
                   </th>
                   <td class="num">{k?.visits ?? 0}</td>
                   <td class="num">{k?.dropped ?? 0}</td>
