@@ -8,10 +8,13 @@
  *   sandbox (`bench/sandbox-server.ts`) as its PROVIDER_BASE_URL, and a bare Hono JSON
  *   endpoint (`bench/bare-server.ts`). Load comes from this process (autocannon).
  * - One Switchboard process serves every part, so its peak RSS (VmHWM) covers the whole run.
+ * - Part (memory) first (bench/memory.ts): a server of its own on the embedded database, RSS
+ *   after 60 s idle and through the README's walk-through; `BENCH_ONLY=memory` runs it alone,
+ *   without Postgres.
  * - Prints a table and writes `bench/results/<timestamp>.json`.
  *
  * BENCH_SECONDS (default 10) sets each measured load's length; BENCH_SCALE (default 1) scales
- * the data sets down for a quick trial (the goals are judged at 1 only); BENCH_ONLY=a,b,c,d
+ * the data sets down for a quick trial (the goals are judged at 1 only); BENCH_ONLY=a,b,c,d,memory
  * runs some parts only; BENCH_PROF=<dir> writes a CPU profile of the server there;
  * BENCH_LOG_LEVEL sets the server's LOG_LEVEL (default info, as deployed); BENCH_KEEP_LOGS=1
  * keeps the children's logs (e.g. for BENCH_NODE_ARGS=--trace-gc); BENCH_TRACE=<dir> writes each
@@ -32,6 +35,7 @@ import { type Child, ROOT, sampleMemory, spawnChild } from './lib/children.ts';
 import { createBenchDatabase, DEFAULT_ADMIN_URL } from './lib/database.ts';
 import type { LoadResult } from './lib/load.ts';
 import { type MachineShare, machineShare, machineTicks } from './lib/metrics.ts';
+import { benchMemory, type MemoryBench } from './memory.ts';
 import { benchRead, type ReadBench } from './read.ts';
 import { benchSpeech, type SpeechBench } from './speech.ts';
 
@@ -181,6 +185,40 @@ function restRows(
   ];
 }
 
+function memoryRows(memory: Outcome<MemoryBench>): GoalRow[] {
+  if (!done(memory)) {
+    return [
+      missing('(memory) embedded database: RSS after 60 s idle', '< 200 MB', memory),
+      missing('(memory) embedded database: peak RSS through the walk-through', '< 300 MB', memory),
+    ];
+  }
+  return [
+    {
+      goal: '(memory) embedded database: RSS after 60 s idle',
+      figure: `${memory.idleMB} MB after ${memory.idleSeconds} s (${memory.readyMB} MB when listening, ${memory.startSeconds} s after start)`,
+      target: `< ${memory.goals.idleMB} MB`,
+      met: memory.idleSeconds >= 60 ? memory.idleMB < memory.goals.idleMB : null,
+    },
+    {
+      goal: '(memory) embedded database: peak RSS through the walk-through',
+      figure: `${memory.walkPeakMB} MB (${memory.afterWalkMB} MB after it)`,
+      target: `< ${memory.goals.walkPeakMB} MB`,
+      met: memory.walkPeakMB < memory.goals.walkPeakMB,
+    },
+  ];
+}
+
+/** (memory)'s load, no goal: what the embedded database costs per request. */
+function printMemoryLoad(memory: MemoryBench): void {
+  const l = memory.load;
+  const statuses = Object.entries(l.statuses)
+    .map(([s, n]) => `${s} x ${n}`)
+    .join(', ');
+  console.log(
+    `(memory) POST /v1/messages on the embedded database, 10 connections: ${l.rps} req/s, p50 ${l.p50} ms, p99 ${l.p99} ms, server CPU ${l.cpuMsPerRequest} ms/request, RSS ${l.rssMB} MB at the end (peak ${l.peakMB} MB); ${statuses}${l.errors ? `, ${l.errors} errors` : ''}`,
+  );
+}
+
 function printTable(rows: GoalRow[]): void {
   printGrid(
     ['goal', 'figure', 'target', 'met'],
@@ -219,6 +257,39 @@ function printGrid(header: string[], cells: string[][]): void {
   for (const c of cells) console.log(line(c));
 }
 
+/**
+ * Part (memory), before anything else runs (its idle minute wants a quiet machine), on a
+ * server of its own; `undefined` when BENCH_ONLY leaves it out.
+ */
+async function runMemoryPart(
+  only: string[] | undefined,
+  opts: Parameters<typeof benchMemory>[0],
+): Promise<Outcome<MemoryBench>> {
+  if (only && !only.includes('memory')) return undefined;
+  execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: ROOT, stdio: 'inherit' });
+  try {
+    return await benchMemory(opts);
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    opts.log(`(memory) failed: ${message}`);
+    return { error: message };
+  }
+}
+
+function writeResults(out: { at: Date } & Record<string, unknown>): string {
+  mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+  const file = join(
+    ROOT,
+    'bench/results',
+    `${out.at
+      .toISOString()
+      .replace(/:/g, '-')
+      .replace(/\.\d+Z$/, 'Z')}.json`,
+  );
+  writeFileSync(file, `${JSON.stringify({ ...out, at: out.at.toISOString() }, null, 2)}\n`);
+  return file.slice(ROOT.length);
+}
+
 async function main(): Promise<void> {
   const adminUrl = process.env.DATABASE_URL ?? DEFAULT_ADMIN_URL;
   const seconds = Number(process.env.BENCH_SECONDS ?? 10);
@@ -230,6 +301,38 @@ async function main(): Promise<void> {
   const log = (m: string) =>
     console.error(`[bench ${round((Date.now() - started) / 1000, 0)}s${rssOf()}] ${m}`);
   const logDir = mkdtempSync(join(tmpdir(), 'switchboard-bench-'));
+  const only = process.env.BENCH_ONLY?.split(',').map((p) => p.trim());
+  const extraNodeArgs = process.env.BENCH_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? [];
+  const embedded = await runMemoryPart(only, {
+    log,
+    seconds,
+    ready: READY,
+    logDir,
+    nodeArgs: extraNodeArgs,
+  });
+  if (only?.length === 1 && only[0] === 'memory') {
+    // nothing else to run: no Postgres needed
+    const rows = memoryRows(embedded);
+    console.log('');
+    printTable(rows);
+    if (done(embedded)) printMemoryLoad(embedded);
+    const at = new Date();
+    const durationSeconds = round((Date.now() - started) / 1000, 0);
+    const file = writeResults({
+      at,
+      seconds,
+      scale,
+      machine: machine('not used'),
+      serverNodeArgs: [...startFlags(), ...extraNodeArgs],
+      goals: rows,
+      results: { memory: embedded },
+      durationSeconds,
+    });
+    console.log(`results: ${file} (${durationSeconds} s)`);
+    if (!process.env.BENCH_KEEP_LOGS) rmSync(logDir, { recursive: true, force: true });
+    else log(`logs kept in ${logDir}`);
+    return;
+  }
   const db = await createBenchDatabase(adminUrl);
   const children: Child[] = [];
   let cleaned = false;
@@ -272,7 +375,7 @@ async function main(): Promise<void> {
     const serverNodeArgs = [
       ...startFlags(),
       ...(process.env.BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROF}`] : []),
-      ...(process.env.BENCH_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? []),
+      ...extraNodeArgs,
     ];
     const server = await spawnChild({
       name: 'switchboard',
@@ -311,7 +414,6 @@ async function main(): Promise<void> {
     mark('started');
     log('(e) compile');
     const compile = benchCompile();
-    const only = process.env.BENCH_ONLY?.split(',').map((p) => p.trim());
     const part = async <T>(name: string, fn: () => Promise<T>): Promise<Outcome<T>> => {
       if (only && !only.includes(name)) return undefined;
       try {
@@ -331,6 +433,7 @@ async function main(): Promise<void> {
     const peakRssMB = round((memory.stop() * 1024) / 1e6, 1);
 
     const results = {
+      memory: embedded,
       ingest,
       dispatch,
       speech,
@@ -342,13 +445,14 @@ async function main(): Promise<void> {
       loadAverage: { before: round(loadBefore, 2), after: round(loadavg()[0]!, 2) },
       machineCpu: { run: machineShare(runTicks, machineTicks()), byPart: cpuByPart },
     };
-    const rows = goals(results);
+    const rows = [...memoryRows(embedded), ...goals(results)];
     console.log('');
     if (done(ingest)) {
       printIngest(ingest);
       console.log('');
     }
     printTable(rows);
+    if (done(embedded)) printMemoryLoad(embedded);
     const stolen = Object.entries(results.machineCpu.byPart).map(
       ([p, c]) => `${p} ${c.stealPercent}%`,
     );
@@ -357,28 +461,18 @@ async function main(): Promise<void> {
     );
     console.log(`server node flags: ${serverNodeArgs.join(' ') || 'none'}`);
     console.log('');
-    const at = new Date();
-    const out = {
-      at: at.toISOString(),
+    const durationSeconds = round((Date.now() - started) / 1000, 0);
+    const file = writeResults({
+      at: new Date(),
       seconds,
       scale,
       machine: machine(String(pg!.v)),
       serverNodeArgs,
       goals: rows,
       results,
-      durationSeconds: round((Date.now() - started) / 1000, 0),
-    };
-    mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
-    const file = join(
-      ROOT,
-      'bench/results',
-      `${at
-        .toISOString()
-        .replace(/:/g, '-')
-        .replace(/\.\d+Z$/, 'Z')}.json`,
-    );
-    writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`);
-    console.log(`results: ${file.slice(ROOT.length)} (${out.durationSeconds} s)`);
+      durationSeconds,
+    });
+    console.log(`results: ${file} (${durationSeconds} s)`);
   } catch (err) {
     for (const c of children) console.error(`--- ${c.name} log (tail) ---\n${c.tail(3000)}`);
     throw err;

@@ -8,7 +8,6 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { httpInstrumentationMiddleware } from '@hono/otel';
 import { OpenAPIHono } from '@hono/zod-openapi';
 import type { Hono, MiddlewareHandler } from 'hono';
 import { callStatusHook, type EventDeps } from './calls/events.ts';
@@ -49,7 +48,7 @@ import { statusMapWith } from './messages/delivery-parse.ts';
 import { outboxDepth } from './messages/dispatcher.ts';
 import type { IngestDeps } from './messages/ingest.ts';
 import type { WebhookSecrets } from './privacy/webhook-secret.ts';
-import { tracingEnabled } from './tracing.ts';
+import { httpSpans } from './tracing.ts';
 import { consoleRoutes } from './ui/routes.tsx';
 
 export interface AppDeps {
@@ -125,9 +124,8 @@ export function createApp(deps: AppDeps) {
 
   // a server span per request, the parent of its database writes and provider requests;
   // mounted only when tracing is on (tracing.ts), so it costs nothing otherwise
-  if (tracingEnabled()) {
-    app.use('*', httpInstrumentationMiddleware({ serviceName: 'switchboard' }));
-  }
+  const spans = httpSpans();
+  if (spans) app.use('*', spans);
   app.use('*', requestIds());
   app.use('*', requestLogger(deps.logger));
   app.use('*', metricsMiddleware(metrics));

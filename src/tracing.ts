@@ -12,8 +12,8 @@
  * objects, no context lookups, no middleware, so the bench's CPU per request is unchanged.
  *
  * @example
- * const tracing = startTracing({ exporter: new InMemorySpanExporter() }); // tests
- * await inSpan('db.transaction ingest', { 'db.batch.size': 3 }, () => write());
+ * const tracing = await startTracing({ exporter: new InMemorySpanExporter() }); // tests
+ * await inSpan('db.transaction ingest', { attributes: { 'db.batch.size': 3 } }, () => write());
  * await tracing.stop();
  */
 import {
@@ -27,22 +27,20 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  BasicTracerProvider,
-  BatchSpanProcessor,
-  SimpleSpanProcessor,
-  type SpanExporter,
-} from '@opentelemetry/sdk-trace-base';
-import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
+import type { MiddlewareHandler } from 'hono';
 
 export const TRACER_NAME = 'switchboard';
 
 /** Set while tracing is on; `undefined` is the fast path every helper checks first. */
 let tracer: Tracer | undefined;
+/** The request-span middleware (`@hono/otel`), made when tracing starts. */
+let requestSpans: MiddlewareHandler | undefined;
+
+/** The middleware that opens a server span per request; undefined while tracing is off. */
+export function httpSpans(): MiddlewareHandler | undefined {
+  return requestSpans;
+}
 
 /** Whether spans are being recorded (an OTLP endpoint or a test's exporter is configured). */
 export function tracingEnabled(): boolean {
@@ -72,15 +70,31 @@ export interface Tracing {
   stop(): Promise<void>;
 }
 
-/** Turns tracing on for this process: registers the provider, context manager and propagator. */
-export function startTracing(opts: TracingOptions = {}): Tracing {
-  const exporter = opts.exporter ?? new OTLPTraceExporter();
+/**
+ * Turns tracing on for this process: registers the provider, context manager and propagator.
+ * The SDK and the exporter are loaded here, not at start: off, they cost no memory (~17 MB).
+ */
+export async function startTracing(opts: TracingOptions = {}): Promise<Tracing> {
+  const [{ AsyncLocalStorageContextManager }, { W3CTraceContextPropagator }, sdk, resources, sc] =
+    await Promise.all([
+      import('@opentelemetry/context-async-hooks'),
+      import('@opentelemetry/core'),
+      import('@opentelemetry/sdk-trace-base'),
+      import('@opentelemetry/resources'),
+      import('@opentelemetry/semantic-conventions'),
+    ]);
+  const { BasicTracerProvider, BatchSpanProcessor, SimpleSpanProcessor } = sdk;
+  const serviceName = opts.serviceName ?? process.env.OTEL_SERVICE_NAME ?? 'switchboard';
+  const { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } = sc;
+  const exporter =
+    opts.exporter ??
+    new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter();
   const processor = opts.immediate
     ? new SimpleSpanProcessor(exporter)
     : new BatchSpanProcessor(exporter);
   const provider = new BasicTracerProvider({
-    resource: resourceFromAttributes({
-      [ATTR_SERVICE_NAME]: opts.serviceName ?? process.env.OTEL_SERVICE_NAME ?? 'switchboard',
+    resource: resources.resourceFromAttributes({
+      [ATTR_SERVICE_NAME]: serviceName,
       [ATTR_SERVICE_VERSION]: opts.serviceVersion ?? '0.1.0',
     }),
     spanProcessors: [processor],
@@ -90,10 +104,13 @@ export function startTracing(opts: TracingOptions = {}): Tracing {
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   trace.setGlobalTracerProvider(provider);
   tracer = provider.getTracer(TRACER_NAME);
+  const { httpInstrumentationMiddleware } = await import('@hono/otel');
+  requestSpans = httpInstrumentationMiddleware({ serviceName, tracerProvider: provider });
   return {
     flush: () => provider.forceFlush(),
     async stop() {
       tracer = undefined;
+      requestSpans = undefined;
       await provider.shutdown();
       trace.disable();
       propagation.disable();

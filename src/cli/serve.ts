@@ -55,7 +55,7 @@ export async function runServe(
     format: config.logFormat,
   });
   // before the app is built: its request spans are mounted only when tracing is on
-  const tracing = tracingConfigured(env) ? startTracing() : undefined;
+  const tracing = tracingConfigured(env) ? await startTracing() : undefined;
   if (tracing) logger.info('tracing: exporting spans over OTLP');
   let server: Awaited<ReturnType<typeof startServer>> | undefined;
   let requested: string | undefined;

@@ -8,10 +8,12 @@
  * `TIMER` events by whoever keeps them durable.
  *
  * Events:
- * - `{ type: 'KEY', node, key }` from a tracking webhook: `key` is `0`-`9`, `*`, `#`,
- *   `wrong`, or `timeout` (silence; the provider reports it as `wrong`). A KEY for another
- *   node than the current one is not handled (`handled: false`): hold it until the machine
- *   gets there, which is what makes out-of-order webhooks come out in order.
+ * - `{ type: 'KEY', node, key }` from a tracking webhook: `key` is the caller's input as the
+ *   token names it, `0`-`9`, `*`, `#` or `timeout` (silence), or `wrong` (a menu rendered
+ *   before silence and unhandled keys had entries of their own: either). A key the node does
+ *   not handle, and silence, take its `wrong` transition, and the path step records the input.
+ *   A KEY for another node than the current one is not handled (`handled: false`): hold it
+ *   until the machine gets there, which is what makes out-of-order webhooks come out in order.
  * - `{ type: 'STATUS', status }` for the call message's statuses; each reacts once.
  * - `{ type: 'TIMER', timer: 'noResponse' }` when a started timer fires.
  *
@@ -37,14 +39,32 @@ import {
   END_STATE,
 } from './machine-config.ts';
 import { type RenderedMessage, renderMessage, resolveLanguage } from './render.ts';
+import { FLOW_KEYS } from './schema.ts';
 import { renderDeep } from './template.ts';
+import { SILENCE } from './unroll.ts';
 
 export interface PathStep {
   node: string;
   menu: string;
   visit: number;
   attempt: number;
+  /** The node key whose actions ran: a key it handles, or `wrong`. */
   key: string;
+  /**
+   * On a `wrong` step, what the caller did: `timeout` (silence) or the key pressed that the
+   * node does not handle. Absent on other steps (the key is the input), and on a `wrong` step
+   * whose webhook came from a menu that did not tell them apart.
+   */
+  input?: string;
+}
+
+/** What may take a node's `wrong` transition: silence, a key, or `wrong` of an older menu. */
+const WRONG_INPUTS: ReadonlySet<string> = new Set([...FLOW_KEYS, SILENCE, 'wrong']);
+
+/** A path step of a transition: on a `wrong` step, with the caller's input when known. */
+function pathStep(params: PathStep, event: FlowEvent): PathStep {
+  if (params.key !== 'wrong' || event.type !== 'KEY' || event.key === 'wrong') return params;
+  return { ...params, input: event.key };
 }
 
 export interface FlowContext {
@@ -82,7 +102,7 @@ export type FlowEvent =
 
 /** What the caller must do (or record) after a transition, in order. */
 export type FlowEffect =
-  /** A key handled at a node: append to the call's path. */
+  /** A key (or silence) handled at a node: append to the call's path. */
   | ({ type: 'step' } & PathStep)
   /** Record the call's outcome (the last one wins). */
   | { type: 'outcome'; name: string }
@@ -120,7 +140,10 @@ const flowSetup = setup({
     key: ({ event }: GuardArgs, p: { node: string; key: string }) =>
       event.type === 'KEY' && event.node === p.node && event.key === p.key,
     wrong: ({ event }: GuardArgs, p: { node: string; keys: string[] }) =>
-      event.type === 'KEY' && event.node === p.node && !p.keys.includes(event.key),
+      event.type === 'KEY' &&
+      event.node === p.node &&
+      WRONG_INPUTS.has(event.key) &&
+      !p.keys.includes(event.key),
     status: ({ context, event }: GuardArgs, p: { status: string; pendingTimer?: string }) =>
       event.type === 'STATUS' &&
       event.status === p.status &&
@@ -152,7 +175,7 @@ function reduce(
   for (const action of actions) {
     switch (action.type) {
       case 'step':
-        next = { ...next, path: [...next.path, { ...action.params }] };
+        next = { ...next, path: [...next.path, { ...pathStep(action.params, event) }] };
         break;
       case 'outcome':
         next = { ...next, outcome: action.params.name };
@@ -195,6 +218,12 @@ function toActions(actions: readonly ConfigAction[]): unknown[] {
           id,
           message: renderMessage(message, context),
         }),
+      });
+    } else if (action.type === 'step') {
+      const params = action.params;
+      out.push({
+        type: 'step',
+        params: ({ event }: { event: FlowEvent }) => pathStep(params, event),
       });
     } else if (action.type === 'providerWebhook') {
       const params = action.params;

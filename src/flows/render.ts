@@ -3,9 +3,14 @@
  * and signed tokens, and follow-up messages with their templates filled in.
  *
  * Every action list starts with the tracking webhook (POST to our hook URL, body `{ token }`
- * naming call, node and key), then the flow's own webhooks as given, then `gotoMenu` with the
- * target's index or `hangup`. Outcomes and sends are ours: they run when the tracking
+ * naming call, node and input), then the flow's own webhooks as given, then `gotoMenu` with
+ * the target's index or `hangup`. Outcomes and sends are ours: they run when the tracking
  * webhook arrives, so they do not appear in the provider JSON.
+ *
+ * The provider runs its `wrong` entry for silence and for any key without an entry, and its
+ * webhook carries only the body we wrote (docs/provider.md, "Callbacks"). So every key a node
+ * does not handle gets an entry of its own, running what `wrong` runs with a token naming the
+ * key; the `wrong` entry is then left with silence, and its token says `timeout`.
  *
  * @example
  * renderMenu(compiled, { vars, lang: 'uk', hookUrl, tokenFor: (node, key) => sign(node, key) });
@@ -15,7 +20,14 @@ import type { MenuAction, SpeechMenu } from '../provider/menu.ts';
 import type { CompiledFlow } from './compile.ts';
 import type { Localized, SendMessage } from './schema.ts';
 import { renderDeep, renderTemplate } from './template.ts';
-import { type CompiledNode, NODE_KEYS, type NodeKey } from './unroll.ts';
+import {
+  type CompiledAction,
+  type CompiledNode,
+  type MenuInput,
+  type NodeKey,
+  SILENCE,
+} from './unroll.ts';
+import { FLOW_KEYS } from './schema.ts';
 
 /** Stands in for the hook URL in `menuTemplate` (`.invalid` can never resolve, RFC 2606). */
 export const TEMPLATE_HOOK_URL = 'https://switchboard.invalid/hooks/speechcall';
@@ -30,7 +42,7 @@ export interface BuildMenuOptions {
   render: (text: string) => string;
   hookUrl: string;
   hookHeaders?: Record<string, string>;
-  tokenFor: (node: string, key: NodeKey) => string;
+  tokenFor: (node: string, input: MenuInput) => string;
 }
 
 // A call's menu is rendered per call and kept until stored; the actions that are the same in
@@ -67,35 +79,45 @@ function indexesOf(nodes: readonly CompiledNode[]): Map<string, number> {
 /** The provider menu of some nodes; `renderMenu` and the compiler's template both use it. */
 export function buildMenu(nodes: readonly CompiledNode[], opts: BuildMenuOptions): SpeechMenu {
   const indexOf = indexesOf(nodes);
+  // the flow's webhooks and the goto or hangup of one key (the tracking webhook goes first)
+  const providerActions = (actions: readonly CompiledAction[]): MenuAction[] => {
+    const out: MenuAction[] = [];
+    for (const action of actions) {
+      if (action.type === 'webhook') {
+        out.push({
+          action: 'webhook',
+          url: opts.render(action.url),
+          ...(action.body ? { body: renderWith(action.body, opts.render) } : {}),
+          ...(action.headers ? { headers: renderWith(action.headers, opts.render) } : {}),
+        });
+      } else if (action.type === 'goto') {
+        out.push(gotoMenu(indexOf.get(action.node)!));
+      } else if (action.type === 'hangup') {
+        out.push(HANGUP);
+      }
+    }
+    return out;
+  };
+  const tracking = (node: string, input: MenuInput): MenuAction => ({
+    action: 'webhook',
+    url: opts.hookUrl,
+    body: { token: opts.tokenFor(node, input) },
+    ...(opts.hookHeaders ? { headers: opts.hookHeaders } : {}),
+  });
   return nodes.map((node) => {
     const dtmfActions: Record<string, MenuAction[]> = {};
-    for (const key of NODE_KEYS) {
+    // rendered once per node: every unhandled key's entry shares these action objects
+    const wrong = providerActions(node.keys.wrong ?? []);
+    // every key has an entry: its own actions, or (a key the node does not handle) wrong's
+    for (const key of FLOW_KEYS) {
       const actions = node.keys[key];
-      if (!actions) continue;
-      const out: MenuAction[] = [
-        {
-          action: 'webhook',
-          url: opts.hookUrl,
-          body: { token: opts.tokenFor(node.id, key) },
-          ...(opts.hookHeaders ? { headers: opts.hookHeaders } : {}),
-        },
+      dtmfActions[dtmfName(key)] = [
+        tracking(node.id, key),
+        ...(actions ? providerActions(actions) : wrong),
       ];
-      for (const action of actions) {
-        if (action.type === 'webhook') {
-          out.push({
-            action: 'webhook',
-            url: opts.render(action.url),
-            ...(action.body ? { body: renderWith(action.body, opts.render) } : {}),
-            ...(action.headers ? { headers: renderWith(action.headers, opts.render) } : {}),
-          });
-        } else if (action.type === 'goto') {
-          out.push(gotoMenu(indexOf.get(action.node)!));
-        } else if (action.type === 'hangup') {
-          out.push(HANGUP);
-        }
-      }
-      dtmfActions[dtmfName(key)] = out;
     }
+    // so the provider runs `wrong` on silence alone
+    dtmfActions.wrong = [tracking(node.id, SILENCE), ...wrong];
     return {
       introUrl: opts.render(node.intro[opts.lang] ?? Object.values(node.intro)[0]!),
       ...(node.timeoutMs !== undefined ? { idleTimeoutMsec: node.timeoutMs } : {}),
@@ -143,8 +165,8 @@ export interface RenderMenuOptions {
   hookUrl: string;
   /** Extra headers on every tracking webhook (a shared secret, for example). */
   hookHeaders?: Record<string, string>;
-  /** The signed token for one (node, key) of this call; see `signNodeToken`. */
-  tokenFor: (node: string, key: NodeKey) => string;
+  /** The signed token for one (node, input) of this call; see `signNodeToken`. */
+  tokenFor: (node: string, input: MenuInput) => string;
 }
 
 /**

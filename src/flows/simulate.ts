@@ -26,15 +26,14 @@ import {
 } from './machine.ts';
 import { type RenderedMessage, renderMenu, renderMessage, resolveLanguage } from './render.ts';
 import { type NodeToken, signNodeToken, type TokenSecret, verifyNodeToken } from './token.ts';
-import type { NodeKey } from './unroll.ts';
+import { entryFor } from './unroll.ts';
 import { validateVars } from './vars.ts';
 
 /**
- * One key handled: the node and the menu entry that ran (`1`, `wrong`). On a `wrong` step,
- * `input` says what the caller did, which only a simulation knows: `timeout` (silence) or
- * the key pressed that the menu does not handle (`7`). A real call cannot tell: the
- * provider runs one `wrong` entry for both and its webhook carries only that entry's body
- * (docs/provider.md, "Callbacks"), so a recorded path says `wrong` alone.
+ * One key handled: the node and the node key whose actions ran (`1`, `wrong`). On a `wrong`
+ * step, `input` says what the caller did: `timeout` (silence) or the key pressed that the
+ * node does not handle (`7`). A real call records the same: each unhandled key has its own
+ * menu entry whose token names it, and the provider's `wrong` entry runs on silence alone.
  */
 export interface SimulatedStep {
   node: string;
@@ -81,7 +80,7 @@ export interface Simulation {
   differences: string[];
 }
 
-/** A step, with the caller's input when the `wrong` entry ran (silence or an unhandled key). */
+/** A step, with the caller's input when the `wrong` actions ran (silence or an unhandled key). */
 function simulatedStep(node: string, key: string, input: string | undefined): SimulatedStep {
   return key === 'wrong' && input !== undefined ? { node, key, input } : { node, key };
 }
@@ -160,9 +159,8 @@ function machineSide(
     effects: all,
   };
   for (const effect of all) {
-    if (effect.type === 'step') {
-      side.path.push(simulatedStep(effect.node, effect.key, opts.keys[side.path.length]));
-    }
+    // the input as the machine recorded it, as a real call's path has it
+    if (effect.type === 'step') side.path.push(simulatedStep(effect.node, effect.key, effect.input));
     if (effect.type === 'outcome') side.outcome = effect.name;
     if (effect.type === 'send') side.sends.push({ id: effect.id, message: effect.message });
     if (effect.type === 'providerWebhook') {
@@ -220,12 +218,19 @@ function menuSide(
       );
       return;
     }
-    side.path.push(simulatedStep(token.node, token.key, step.input));
-    (node.keys[token.key as NodeKey] ?? []).forEach((action, a) => {
+    // the input is what the token names: the menu must have told silence from a wrong key
+    if (token.key !== step.input) {
+      differences.push(
+        `menu step ${i + 1} (menu ${step.menu}, input ${step.input}): its webhook's token names input "${token.key}"`,
+      );
+    }
+    const key = entryFor(node, token.key);
+    side.path.push(simulatedStep(token.node, key, token.key));
+    (node.keys[key] ?? []).forEach((action, a) => {
       if (action.type === 'outcome') side.outcome = action.name;
       if (action.type === 'send') {
         side.sends.push({
-          id: `${node.id}:${token.key}:${a}`,
+          id: `${node.id}:${key}:${a}`,
           message: renderMessage(action.message, ctx),
         });
       }

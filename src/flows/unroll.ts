@@ -36,6 +36,39 @@ export type NodeKey = FlowKey | 'wrong';
 /** Every key a compiled node may define, in emit order. */
 export const NODE_KEYS: readonly NodeKey[] = [...FLOW_KEYS, 'wrong'];
 
+/** The caller's silence: no key within the menu's idle timeout. */
+export const SILENCE = 'timeout';
+
+/**
+ * What a tracking webhook's token names: the key the caller pressed, whether the node handles
+ * it or not, or `timeout` for silence. A node's `wrong` actions run for silence and for every
+ * key it does not handle; the provider's menu gets one entry per such key (running the same
+ * actions) so that its own `wrong` entry runs on silence alone, and the token says which.
+ */
+export type MenuInput = FlowKey | typeof SILENCE;
+
+/**
+ * The keys a node does not handle, in emit order: each runs the node's `wrong` actions.
+ *
+ * @example
+ * unhandledKeys({ keys: { '1': [...], '2': [...], wrong: [...] } }) // ['0', '3', ..., '#']
+ */
+export function unhandledKeys(node: Pick<CompiledNode, 'keys'>): FlowKey[] {
+  return FLOW_KEYS.filter((key) => !node.keys[key]);
+}
+
+/**
+ * The node key whose actions run for an input: the key itself when the node handles it, else
+ * `wrong` (silence, or a key the node does not handle). `wrong` itself, as tokens of menus
+ * rendered before the two were told apart name it, stays `wrong`.
+ *
+ * @example
+ * entryFor(node, '7') // 'wrong' when node has no key 7
+ */
+export function entryFor(node: Pick<CompiledNode, 'keys'>, input: string): NodeKey {
+  return input !== 'wrong' && node.keys[input as NodeKey] ? (input as NodeKey) : 'wrong';
+}
+
 export type CompiledAction =
   | { type: 'goto'; node: string }
   | { type: 'hangup' }

@@ -24,7 +24,7 @@ describe('OpenTelemetry traces', () => {
   let db: TestDatabase;
   let server: RunningServer;
   beforeAll(async () => {
-    tracing = startTracing({ exporter, immediate: true });
+    tracing = await startTracing({ exporter, immediate: true });
     db = await createTestDatabase('pglite');
     server = await startTestServer(db.database);
   });

@@ -285,7 +285,7 @@ const invalid: Array<[string, object, string, string, string]> = [
     'INVALID_SENDER',
     'INVALID_SENDER',
   ],
-  ['sms without text', { ...sms, text: undefined }, 'text', 'INVALID_TYPE', 'INVALID_MESSAGE'],
+  ['sms without text', { ...sms, text: undefined }, 'text', 'REQUIRED', 'INVALID_MESSAGE'],
   ['sms with empty text', { ...sms, text: '' }, 'text', 'TOO_SHORT', 'INVALID_MESSAGE'],
   ['lone surrogate', { ...sms, text: 'x\uD83D' }, 'text', 'INVALID_ENCODING', 'INVALID_ENCODING'],
   [
@@ -297,7 +297,7 @@ const invalid: Array<[string, object, string, string, string]> = [
   ],
   ['unknown type', { ...sms, type: 'mms' }, 'type', 'INVALID_VALUE', 'INVALID_MESSAGE'],
   // rcs.md, "Parameters": text is required, up to 3072 characters
-  ['rcs without text', { ...base, type: 'rcs' }, 'text', 'INVALID_TYPE', 'INVALID_MESSAGE'],
+  ['rcs without text', { ...base, type: 'rcs' }, 'text', 'REQUIRED', 'INVALID_MESSAGE'],
   [
     'rcs text of 3073',
     { ...base, type: 'rcs', text: 'r'.repeat(3073) },
@@ -467,7 +467,7 @@ const invalid: Array<[string, object, string, string, string]> = [
     'carousel without messageData',
     { ...base, type: 'viber_carousel' },
     'messageData',
-    'INVALID_TYPE',
+    'REQUIRED',
     'INVALID_MESSAGE',
   ],
   [
@@ -481,7 +481,7 @@ const invalid: Array<[string, object, string, string, string]> = [
     'survey without title',
     { ...valid.viber_survey, text: undefined },
     'text',
-    'INVALID_TYPE',
+    'REQUIRED',
     'INVALID_MESSAGE',
   ],
   [

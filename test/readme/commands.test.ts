@@ -90,12 +90,17 @@ function block(firstLine: string): FencedBlock {
   return found[0]!;
 }
 
-/** `text` with each [from, to] replaced; each `from` must occur in it (else the README drifted). */
+/**
+ * `text` with each [from, to] replaced: each `from` must occur in it (else the README drifted),
+ * and once unless `all` says to replace every occurrence.
+ */
 function substitute(text: string, pairs: [string, string][], all = false): string {
   let out = text;
   for (const [from, to] of pairs) {
-    expect(out, `the block contains "${from}"`).toContain(from);
-    out = all ? out.replaceAll(from, to) : out.replace(from, to);
+    const count = out.split(from).length - 1;
+    if (all) expect(count, `the block contains "${from}"`).toBeGreaterThan(0);
+    else expect(count, `the block contains "${from}" once`).toBe(1);
+    out = out.replaceAll(from, to);
   }
   return out;
 }

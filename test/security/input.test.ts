@@ -112,7 +112,7 @@ describeEachEngine('bad input', (ctx) => {
     expect(res.status).toBe(400);
     const { error } = await readJson(res);
     expect(error.code).toBe('VALIDATION_ERROR');
-    expect(error.details[0]).toMatchObject({ code: 'too_deep' });
+    expect(error.details[0]).toMatchObject({ code: 'TOO_DEEP' });
     expect(error.details[0].path).toMatch(/^messages\[0\]\.messageData(\[0\])+$/);
     // objects, not arrays: the delivery parser looked for fields all the way down (a 500)
     const objects = `${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}`;

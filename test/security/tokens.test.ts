@@ -158,7 +158,7 @@ describeEachEngine('API tokens with scopes', (ctx) => {
         expect(body.error.message, where).toContain(`has ${grants[scope].join(', ')}`);
         expect(body.error.details[0]).toMatchObject({
           path: 'authorization',
-          code: 'insufficient_scope',
+          code: 'INSUFFICIENT_SCOPE',
         });
       }
     }
@@ -271,7 +271,7 @@ describeEachEngine('API tokens with scopes', (ctx) => {
     const err = (await readJson(res)).error;
     expect(err.code).toBe('INSUFFICIENT_SCOPE');
     expect(err.details).toEqual([
-      { path: 'scopes', code: 'insufficient_scope', message: 'not held: send' },
+      { path: 'scopes', code: 'INSUFFICIENT_SCOPE', message: 'not held: send' },
     ]);
     const child = await makeToken(app, ['read', 'admin'], made.admin.token);
     expect(child.scopes).toEqual(['read', 'admin']);

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import {
   activeLink,
   activeTraceparent,
+  httpSpans,
   injectTraceHeaders,
   inSpan,
   linkFromTraceparent,
@@ -16,6 +17,8 @@ import {
 describe('tracing off', () => {
   it('runs the work with no span and leaves headers alone', async () => {
     expect(tracingEnabled()).toBe(false);
+    // no request-span middleware for the app to mount
+    expect(httpSpans()).toBeUndefined();
     let given: unknown = 'unset';
     const out = await inSpan('x', {}, async (span) => {
       given = span;
