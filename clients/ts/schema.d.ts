@@ -841,8 +841,16 @@ export interface components {
       menu: string;
       /** @description 1 for the first play, 2 for the first retry, ... */
       attempt: number;
-      /** @example 1 */
+      /**
+       * @description the key whose actions ran: one the menu handles, or `wrong`
+       * @example 1
+       */
       key: string;
+      /**
+       * @description on a `wrong` step, what the caller did: `timeout` (silence) or the key pressed that this menu does not handle (`7`). Absent on other steps (`key` is the input), and on `wrong` steps of calls whose menu did not yet tell the two apart
+       * @example timeout
+       */
+      input?: string;
       at: string;
     };
     CallMessage: {
@@ -952,6 +960,10 @@ export interface components {
         [key: string]: {
           visits: number;
           keys: {
+            [key: string]: number;
+          };
+          /** @description what ran the node's `wrong` actions (`keys.wrong`): `timeout` (silence) and each key it does not handle; absent when none was recorded (calls whose menu did not yet tell them apart count in `keys.wrong` only) */
+          wrongInputs?: {
             [key: string]: number;
           };
           hangups: number;
@@ -1438,7 +1450,10 @@ export interface operations {
   sendMessages: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description 1 to 255 printable ASCII characters. The first answer to a request with this key is kept for 24 hours and given again (with `Idempotent-Replayed: true`) to a repeat of the same request; the same key with another request is a 409 IDEMPOTENCY_KEY_REUSED, and while the first is running a 409 IDEMPOTENCY_KEY_IN_USE. */
+        'Idempotency-Key'?: string;
+      };
       path?: never;
       cookie?: never;
     };
@@ -2065,7 +2080,10 @@ export interface operations {
   startCall: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description 1 to 255 printable ASCII characters. The first answer to a request with this key is kept for 24 hours and given again (with `Idempotent-Replayed: true`) to a repeat of the same request; the same key with another request is a 409 IDEMPOTENCY_KEY_REUSED, and while the first is running a 409 IDEMPOTENCY_KEY_IN_USE. */
+        'Idempotency-Key'?: string;
+      };
       path?: never;
       cookie?: never;
     };
@@ -2252,7 +2270,10 @@ export interface operations {
   startCalls: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description 1 to 255 printable ASCII characters. The first answer to a request with this key is kept for 24 hours and given again (with `Idempotent-Replayed: true`) to a repeat of the same request; the same key with another request is a 409 IDEMPOTENCY_KEY_REUSED, and while the first is running a 409 IDEMPOTENCY_KEY_IN_USE. */
+        'Idempotency-Key'?: string;
+      };
       path?: never;
       cookie?: never;
     };
@@ -3005,7 +3026,10 @@ export interface operations {
   createToken: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description 1 to 255 printable ASCII characters. The first answer to a request with this key is kept for 24 hours and given again (with `Idempotent-Replayed: true`) to a repeat of the same request; the same key with another request is a 409 IDEMPOTENCY_KEY_REUSED, and while the first is running a 409 IDEMPOTENCY_KEY_IN_USE. */
+        'Idempotency-Key'?: string;
+      };
       path?: never;
       cookie?: never;
     };

@@ -207,7 +207,9 @@ export function requestChecks(): MiddlewareHandler<AppEnv> {
         return problemResponse(c, {
           code: 'UNSUPPORTED_MEDIA_TYPE',
           message: `JSON is taken in UTF-8 only (the Content-Type says charset=${charset})`,
-          details: [{ path: 'header.content-type', code: 'UNSUPPORTED_CHARSET', message: 'not UTF-8' }],
+          details: [
+            { path: 'header.content-type', code: 'UNSUPPORTED_CHARSET', message: 'not UTF-8' },
+          ],
         });
       }
       // read once and kept (Hono caches it): the validator decodes these same bytes

@@ -11,8 +11,16 @@ export const ErrorDetailView = z
     path: z.string().meta({ example: 'messages[0].to' }),
     code: z.enum(DETAIL_CODES).meta({ example: 'INVALID_RECIPIENT' }),
     message: z.string(),
-    line: z.number().int().optional().meta({ description: 'JSON_SYNTAX only: line of the first error, from 1' }),
-    column: z.number().int().optional().meta({ description: 'JSON_SYNTAX only: column of the first error, from 1' }),
+    line: z
+      .number()
+      .int()
+      .optional()
+      .meta({ description: 'JSON_SYNTAX only: line of the first error, from 1' }),
+    column: z
+      .number()
+      .int()
+      .optional()
+      .meta({ description: 'JSON_SYNTAX only: column of the first error, from 1' }),
   })
   .meta({ id: 'ErrorDetail' });
 

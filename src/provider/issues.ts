@@ -12,12 +12,7 @@ import type { DetailCode } from '../errors.ts';
 type Ctx = { addIssue: (issue: z.core.$ZodRawIssue) => void };
 
 /** Adds a custom issue with a stable rule code; `path` is relative to the refined value. */
-export function addRule(
-  ctx: Ctx,
-  path: PropertyKey[],
-  rule: DetailCode,
-  message: string,
-): void {
+export function addRule(ctx: Ctx, path: PropertyKey[], rule: DetailCode, message: string): void {
   ctx.addIssue({ code: 'custom', path, message, params: { rule }, input: undefined });
 }
 

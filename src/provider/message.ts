@@ -885,7 +885,10 @@ function withDefaultTtl<M extends Single<Message>>(m: M): M {
 }
 
 // A missing or non-string `to`/`from` breaks the same provider rule as a malformed one.
-const FIELD_CODES: Record<string, ErrorCode & DetailCode> = { to: 'INVALID_RECIPIENT', from: 'INVALID_SENDER' };
+const FIELD_CODES: Record<string, ErrorCode & DetailCode> = {
+  to: 'INVALID_RECIPIENT',
+  from: 'INVALID_SENDER',
+};
 
 function failure(raw: ErrorDetail[]): ValidateMessageResult {
   const details = raw.map((d) => {

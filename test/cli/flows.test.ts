@@ -112,7 +112,7 @@ describe('switchboard flows compile', () => {
     const missing = await run(['compile', 'appointment-reminder', '--var', 'name=Ann']);
     expect(missing.code).toBe(1);
     expect(missing.err).toContain(
-      'vars.date: required by flow "appointment-reminder" (string) (required)',
+      'vars.date: required by flow "appointment-reminder" (string) (REQUIRED)',
     );
     const lang = await run(['compile', 'appointment-reminder', ...reminderVars, '--lang', 'de']);
     expect(lang.code).toBe(1);
