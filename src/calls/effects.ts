@@ -8,7 +8,7 @@ import type { FlowEffect } from '../flows/index.ts';
 import { prepareMessages } from '../messages/submit.ts';
 import type { CallState } from './deps.ts';
 import { addEvent, addFollowUp, addStats, type CallPlan, setTimer } from './plan.ts';
-import type { StatEntry } from './stats.ts';
+import { type StatEntry, WRONG_INPUT_METRIC } from './stats.ts';
 
 export interface CallStatus {
   state: CallState;
@@ -30,6 +30,7 @@ export function planEffects(
   for (const effect of effects) {
     switch (effect.type) {
       case 'step':
+        // on a `wrong` step, what the caller did: `timeout` (silence) or the unhandled key
         addEvent(plan, {
           callId,
           kind: 'key',
@@ -37,10 +38,14 @@ export function planEffects(
           menu: effect.menu,
           attempt: effect.attempt + 1,
           key: effect.key,
+          ...(effect.input !== undefined && { detail: { input: effect.input } }),
           at: now,
         });
         stats.push({ metric: 'visit', subject: effect.node });
         stats.push({ metric: 'key', subject: effect.node, key: effect.key });
+        if (effect.input !== undefined) {
+          stats.push({ metric: WRONG_INPUT_METRIC, subject: effect.node, key: effect.input });
+        }
         if (state === 'queued' || state === 'accepted') state = 'in-progress';
         break;
       case 'outcome':

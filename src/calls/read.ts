@@ -13,6 +13,7 @@ import { AppError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
 import { decodeCursor, encodeCursor } from '../messages/read.ts';
 import { CALL_STATES } from './deps.ts';
+import { WRONG_INPUT_METRIC } from './stats.ts';
 
 export const CallPathStep = z
   .object({
@@ -24,7 +25,15 @@ export const CallPathStep = z
       .number()
       .int()
       .meta({ description: '1 for the first play, 2 for the first retry, ...' }),
-    key: z.string().meta({ example: '1' }),
+    key: z.string().meta({
+      example: '1',
+      description: 'the key whose actions ran: one the menu handles, or `wrong`',
+    }),
+    input: z.string().optional().meta({
+      example: 'timeout',
+      description:
+        'on a `wrong` step, what the caller did: `timeout` (silence) or the key pressed that this menu does not handle (`7`). Absent on other steps (`key` is the input), and on `wrong` steps of calls whose menu did not yet tell the two apart',
+    }),
     at: z.string(),
   })
   .meta({ id: 'CallPathStep' });
@@ -102,6 +111,12 @@ function toSummary(row: CallRow): CallSummary {
   };
 }
 
+/** The caller's input a key event's detail records (on a `wrong` step). */
+function inputOf(detail: unknown): string | undefined {
+  const input = (detail as { input?: unknown } | null)?.input;
+  return typeof input === 'string' ? input : undefined;
+}
+
 async function readCall(tx: Queryable, id: string): Promise<CallView> {
   const [row] = isUuid(id) ? await tx.select().from(calls).where(eq(calls.id, id)) : [];
   if (!row) throw new AppError('NOT_FOUND', `no call with id "${id}"`);
@@ -122,13 +137,17 @@ async function readCall(tx: Queryable, id: string): Promise<CallView> {
     node: typeof snapshot.value === 'string' && snapshot.value !== '$end' ? snapshot.value : null,
     path: events
       .filter((e) => e.kind === 'key')
-      .map((e) => ({
-        node: e.node!,
-        menu: e.menu!,
-        attempt: e.attempt ?? 1,
-        key: e.key!,
-        at: e.at.toISOString(),
-      })),
+      .map((e) => {
+        const input = inputOf(e.detail);
+        return {
+          node: e.node!,
+          menu: e.menu!,
+          attempt: e.attempt ?? 1,
+          key: e.key!,
+          ...(input !== undefined && { input }),
+          at: e.at.toISOString(),
+        };
+      }),
     messages: msgs.map((m) => ({
       id: m.id,
       customerMessageId: m.customerMessageId,
@@ -199,6 +218,10 @@ export const FlowStats = z
       z.object({
         visits: z.number().int(),
         keys: z.record(z.string(), z.number().int()),
+        wrongInputs: z.record(z.string(), z.number().int()).optional().meta({
+          description:
+            "what ran the node's `wrong` actions (`keys.wrong`): `timeout` (silence) and each key it does not handle; absent when none was recorded (calls whose menu did not yet tell them apart count in `keys.wrong` only)",
+        }),
         hangups: z.number().int(),
       }),
     ),
@@ -227,6 +250,12 @@ export async function flowStatsOf(db: Queryable, flowId: string): Promise<FlowSt
       case 'key':
         node(r.subject).keys[r.key] = r.count;
         break;
+      case WRONG_INPUT_METRIC: {
+        const n = node(r.subject);
+        n.wrongInputs ??= {};
+        n.wrongInputs[r.key] = r.count;
+        break;
+      }
       case 'hangup':
         node(r.subject).hangups += r.count;
         break;

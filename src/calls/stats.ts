@@ -8,6 +8,12 @@ import type { Tx } from '../db/client.ts';
 
 export type StatEntry = { metric: string; subject: string; key?: string };
 
+/**
+ * What ran a node's `wrong` actions, counted per node: `timeout` (silence) or the key the
+ * node does not handle. The `key` metric counts them together as `wrong`, the diagram's edge.
+ */
+export const WRONG_INPUT_METRIC = 'wrong-input';
+
 /** counts to add, by flow, metric, subject and key */
 export type StatCounts = Map<
   string,

@@ -18,7 +18,7 @@
 import { AppError } from '../errors.ts';
 import type { MenuAction, SpeechMenu } from '../provider/menu.ts';
 import type { CompiledFlow } from './compile.ts';
-import type { Localized, SendMessage } from './schema.ts';
+import { FLOW_KEYS, type Localized, type SendMessage } from './schema.ts';
 import { renderDeep, renderTemplate } from './template.ts';
 import {
   type CompiledAction,
@@ -27,7 +27,6 @@ import {
   type NodeKey,
   SILENCE,
 } from './unroll.ts';
-import { FLOW_KEYS } from './schema.ts';
 
 /** Stands in for the hook URL in `menuTemplate` (`.invalid` can never resolve, RFC 2606). */
 export const TEMPLATE_HOOK_URL = 'https://switchboard.invalid/hooks/speechcall';

@@ -160,7 +160,8 @@ function machineSide(
   };
   for (const effect of all) {
     // the input as the machine recorded it, as a real call's path has it
-    if (effect.type === 'step') side.path.push(simulatedStep(effect.node, effect.key, effect.input));
+    if (effect.type === 'step')
+      side.path.push(simulatedStep(effect.node, effect.key, effect.input));
     if (effect.type === 'outcome') side.outcome = effect.name;
     if (effect.type === 'send') side.sends.push({ id: effect.id, message: effect.message });
     if (effect.type === 'providerWebhook') {

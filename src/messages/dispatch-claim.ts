@@ -38,11 +38,12 @@ export interface Claim {
 
 /**
  * Most bytes of payload JSON in one messagelist: 5000 SMS fit many times over, a call's menu
- * with its signed tokens is 5-15 KB, so a list of calls stops at a few hundred. Every round
- * holds its payloads three times at once (as received from Postgres, as the request body, in
- * the socket's buffers): without the cap a list of 5000 calls held ~200 MB. Counted on the
- * text that is sent, not on Postgres's stored size of the jsonb: that is compressed (a call's
- * 14 KB of menu is stored in ~4 KB), so a 4 MB budget of stored size let 15 MB lists through.
+ * with its signed tokens is 20-45 KB (an entry per key and menu), so a list of calls stops at
+ * about a hundred. Every round holds its payloads three times at once (as received from
+ * Postgres, as the request body, in the socket's buffers): without the cap a list of 5000
+ * calls held ~200 MB. Counted on the text that is sent, not on Postgres's stored size of the
+ * jsonb: that is compressed (a call's 44 KB of menu is stored in ~12 KB; 14 KB in ~4 KB when
+ * this was measured), so a 4 MB budget of stored size let 15 MB lists through.
  */
 export const MESSAGELIST_BYTES = 4 * 1024 * 1024;
 

@@ -38,7 +38,7 @@ const SCENARIOS: Scenario[] = [
     flow: 'appointment-reminder',
     vars: { name: 'Ann', date: 'Monday 10:00' },
     script: { keys: ['timeout', '2', '1'] },
-    path: ['main:wrong', 'main:2', 'reschedule:1'],
+    path: ['main:wrong(timeout)', 'main:2', 'reschedule:1'],
     outcome: 'reschedule-requested',
     followUp: null,
   },
@@ -89,7 +89,15 @@ const SCENARIOS: Scenario[] = [
     flow: 'satisfaction-survey',
     vars: { name: 'Ann', ticketId: 'T-8' },
     script: { keys: ['timeout', 'timeout', 'timeout'] },
-    path: ['rate:wrong', 'rate:wrong', 'rate:wrong'],
+    path: ['rate:wrong(timeout)', 'rate:wrong(timeout)', 'rate:wrong(timeout)'],
+    outcome: 'no-score',
+    followUp: null,
+  },
+  {
+    flow: 'satisfaction-survey',
+    vars: { name: 'Ann', ticketId: 'T-9' },
+    script: { keys: ['7', 'timeout', '#'] },
+    path: ['rate:wrong(7)', 'rate:wrong(timeout)', 'rate:wrong(#)'],
     outcome: 'no-score',
     followUp: null,
   },
@@ -169,7 +177,10 @@ async function runScenario(server: RunningServer, s: Scenario) {
     20_000,
     `${s.flow} ${JSON.stringify(s.script)} to end with ${s.outcome}`,
   );
-  expect(done.path.map((p: { menu: string; key: string }) => `${p.menu}:${p.key}`)).toEqual(s.path);
+  // a `wrong` step names what the caller did: `timeout` (silence) or the unhandled key
+  const step = (p: { menu: string; key: string; input?: string }) =>
+    `${p.menu}:${p.key}${p.input ? `(${p.input})` : ''}`;
+  expect(done.path.map(step)).toEqual(s.path);
   const followUps = done.messages.filter((m: { role: string }) => m.role === 'follow-up');
   if (!s.followUp) {
     expect(followUps).toEqual([]);

@@ -17,6 +17,7 @@ import { loadConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/logger.ts';
 import { nextSteps, startServer } from '../../src/server.ts';
 import { createTestDatabase } from '../support/db.ts';
+import { eventually } from '../support/server.ts';
 import { onlyIf } from '../support/skip.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -99,6 +100,9 @@ describe('npm start with nothing configured', () => {
       firstAnswers.push({ url, status: answers[i]! });
     });
     port = Number(started.banner.match(/ready at http:\/\/localhost:(\d+)/)?.[1]);
+    // the "listening" log line comes after the banner, on the other pipe: nothing orders
+    // the two pipes' arrival here, so wait for it (a barrier on the line itself)
+    await eventually(async () => started.stdout().includes('"msg":"listening"'), 30_000);
   }, 90_000);
 
   afterAll(async () => {

@@ -13,6 +13,7 @@ import {
   type FlowEvent,
   type FlowSnapshot,
   NODE_KEYS,
+  unhandledKeys,
   validateVars,
 } from '../../src/flows/index.ts';
 import { EXAMPLES, exampleDefinition, loadExample, oracle, SAMPLE_VARS } from './helpers.ts';
@@ -72,6 +73,9 @@ describe.each(EXAMPLES)('%s: every simple path of the machine', (id) => {
         )?.id;
       expect(sim.machine.path.map((p) => p.node)).toEqual(o.path.map(node));
       expect(sim.machine.path.map((p) => p.key)).toEqual(o.path.map((p) => p.key));
+      // what the caller did, as the machine and the menu's tokens record it
+      expect(sim.machine.path.map((p) => p.input ?? p.key)).toEqual(keys);
+      expect(sim.menu.path).toEqual(sim.machine.path);
       expect(sim.machine.outcome).toBe(o.outcome);
       expect(sim.machine.sends.map((s) => s.message)).toEqual(o.sends);
       expect(sim.machine.providerWebhooks).toEqual(o.webhooks);
@@ -79,5 +83,38 @@ describe.each(EXAMPLES)('%s: every simple path of the machine', (id) => {
       if (sim.machine.ended) ended++;
     }
     expect(ended).toBeGreaterThan(0);
+  });
+
+  it('takes silence and every key a node does not handle the same way, recorded apart', () => {
+    const simulate = createSimulator(compiled);
+    // one way to each node: the keys of the first simple path that ends there
+    const ways = new Map<string, string[]>();
+    for (const path of simplePaths(compiled, compiled.languages[0]!)) {
+      const at = String(path.state.value);
+      const keys = path.steps.flatMap((s) => (s.event.type === 'KEY' ? [s.event.key] : []));
+      if (at !== '$end' && !ways.has(at)) ways.set(at, keys);
+    }
+    expect([...ways.keys()].sort()).toEqual(compiled.nodes.map((n) => n.id).sort());
+    let compared = 0;
+    for (const node of compiled.nodes) {
+      const prefix = ways.get(node.id)!;
+      const play = (input: string) => {
+        const sim = simulate({ keys: [...prefix, input], vars: SAMPLE_VARS[id] });
+        expect(sim.differences, `${node.id}: ${input}`).toEqual([]);
+        const { path, ...rest } = sim.machine;
+        const { effects: _, ...side } = rest;
+        return { last: path.at(-1), side, menuAt: sim.menu.run.menu };
+      };
+      const silence = play('timeout');
+      expect(silence.last).toEqual({ node: node.id, key: 'wrong', input: 'timeout' });
+      for (const key of unhandledKeys(node)) {
+        const pressed = play(key);
+        expect(pressed.last).toEqual({ node: node.id, key: 'wrong', input: key });
+        expect(pressed.side).toEqual(silence.side);
+        expect(pressed.menuAt).toBe(silence.menuAt);
+        compared++;
+      }
+    }
+    expect(compared).toBeGreaterThan(0);
   });
 });

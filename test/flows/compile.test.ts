@@ -3,6 +3,7 @@ import { parse } from 'yaml';
 import {
   canonicalJson,
   compileFlow,
+  FLOW_KEYS,
   FlowCompileError,
   type FlowDefinition,
   renderMenu,
@@ -183,10 +184,11 @@ describe.each(EXAMPLES)('%s compiled', (id) => {
       });
       expect(SpeechMenu.safeParse(menu).error).toBeUndefined();
       expect(menu).toHaveLength(compiled.menuCount);
-      // every action list starts with the tracking webhook, and ends the list or the call
+      // every action list starts with the tracking webhook, and ends the list or the call;
+      // its token names the input: the key, or `timeout` for the provider's `wrong` entry
       menu.forEach((item, i) => {
         for (const [key, actions] of Object.entries(item.dtmfActions)) {
-          const name = key === 'wrong' ? 'wrong' : key.slice(1);
+          const name = key === 'wrong' ? 'timeout' : key.slice(1);
           expect(actions[0]).toEqual({
             action: 'webhook',
             url: 'https://sb.example.com/hooks/speechcall',
@@ -195,6 +197,13 @@ describe.each(EXAMPLES)('%s compiled', (id) => {
           expect(['gotoMenu', 'hangup']).toContain(actions.at(-1)!.action);
         }
         expect(item.dtmfActions.wrong).toBeDefined();
+        // every key has an entry, so the provider runs `wrong` on silence alone; a key the
+        // node does not handle runs exactly what `wrong` runs, under its own token
+        expect(Object.keys(item.dtmfActions)).toEqual([...FLOW_KEYS.map((k) => `d${k}`), 'wrong']);
+        for (const key of FLOW_KEYS) {
+          if (compiled.nodes[i]!.keys[key]) continue;
+          expect(item.dtmfActions[`d${key}`]!.slice(1)).toEqual(item.dtmfActions.wrong!.slice(1));
+        }
         expect(item.introUrl).toBe(
           renderTemplate(compiled.nodes[i]!.intro[lang]!, SAMPLE_VARS[id]),
         );

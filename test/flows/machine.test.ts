@@ -79,6 +79,36 @@ describe('the appointment reminder machine', () => {
     expect(snapshot.context.outcome).toBe('no-input');
   });
 
+  it('records what ran wrong: silence, the unhandled key, or nothing for an older menu', () => {
+    const { snapshot } = startFlow(machine, input);
+    const step = (k: string) => stepFlow(machine, snapshot, key('main', k));
+    const recorded = (k: string) => step(k).effects.find((e) => e.type === 'step');
+    expect(recorded('timeout')).toEqual({
+      type: 'step',
+      node: 'main',
+      menu: 'main',
+      visit: 1,
+      attempt: 0,
+      key: 'wrong',
+      input: 'timeout',
+    });
+    expect(recorded('7')).toMatchObject({ key: 'wrong', input: '7' });
+    expect(step('7').snapshot.context.path).toEqual([
+      { node: 'main', menu: 'main', visit: 1, attempt: 0, key: 'wrong', input: '7' },
+    ]);
+    // a token of a menu rendered before the two had entries of their own names `wrong`
+    expect(recorded('wrong')).not.toHaveProperty('input');
+    // the same transition either way, apart from the recorded input
+    const rest = (k: string) =>
+      step(k).effects.map((e) => (e.type === 'step' ? { ...e, input: undefined } : e));
+    expect(rest('7')).toEqual(rest('timeout'));
+    expect(rest('wrong')).toEqual(rest('timeout'));
+    expect(currentNode(step('7').snapshot)).toBe(currentNode(step('timeout').snapshot));
+    // a handled key records no input, and a key that is no caller input takes no transition
+    expect(recorded('1')).not.toHaveProperty('input');
+    expect(step('x').handled).toBe(false);
+  });
+
   it('holds a key for a node it has not reached, and ignores one it has left', () => {
     const { snapshot } = startFlow(machine, input);
     const early = stepFlow(machine, snapshot, key('reschedule', '1'));

@@ -14,6 +14,7 @@ import {
   type FlowDefinition,
   type FlowKey,
   renderMenu,
+  unhandledKeys,
 } from '../../src/flows/index.ts';
 import { SpeechMenu } from '../../src/provider/menu.ts';
 import { oracle } from './helpers.ts';
@@ -157,6 +158,12 @@ describe('random flows and keys', () => {
               return { menu: n.menu, visit: n.visit, attempt: n.attempt, key: p.key };
             });
             expect(steps).toEqual(o.path);
+            // the recorded input is what the caller did: the key, or on a `wrong` step the
+            // unhandled key or `timeout`, on the machine's side and as the menu's token says
+            sim.machine.path.forEach((p, i) => {
+              expect(p.key === 'wrong' ? p.input : p.key).toBe(keys[i]);
+            });
+            expect(sim.menu.path).toEqual(sim.machine.path);
             expect(sim.machine.outcome).toBe(o.outcome);
             expect(sim.machine.sends.map((s) => s.message)).toEqual(o.sends);
             expect(sim.machine.providerWebhooks).toEqual(o.webhooks);
@@ -165,6 +172,48 @@ describe('random flows and keys', () => {
             const ids = sim.machine.sends.map((s) => s.id);
             expect(new Set(ids).size).toBe(ids.length);
           }
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+});
+
+describe('silence and a key the node does not handle', () => {
+  it('are recorded apart and lead to the same next state, on both sides', () => {
+    fc.assert(
+      fc.property(
+        flowArb,
+        keysArb,
+        fc.nat(),
+        fc.integer({ min: 1, max: 3 }),
+        (def, prefix, pick, maxVisits) => {
+          fc.pre(!checkFlow(def, { maxVisits }).some((i) => i.severity === 'error'));
+          const compiled = compileFlow({ id: 'random', definition: def }, { maxVisits });
+          const simulate = createSimulator(compiled);
+          const before = simulate({ keys: prefix, vars: { p: 'P' } });
+          fc.pre(before.machine.waitingAt !== null);
+          const node = compiled.nodes.find((n) => n.id === before.machine.waitingAt)!;
+          const unhandled = unhandledKeys(node);
+          fc.pre(unhandled.length > 0);
+          const digit = unhandled[pick % unhandled.length]!;
+          const silent = simulate({ keys: [...prefix, 'timeout'], vars: { p: 'P' } });
+          const wrongKey = simulate({ keys: [...prefix, digit], vars: { p: 'P' } });
+          expect(silent.differences).toEqual([]);
+          expect(wrongKey.differences).toEqual([]);
+          const last = (sim: typeof silent) => sim.machine.path.at(-1);
+          expect(last(silent)).toEqual({ node: node.id, key: 'wrong', input: 'timeout' });
+          expect(last(wrongKey)).toEqual({ node: node.id, key: 'wrong', input: digit });
+          // everything else is the same: where the call goes and what it does
+          const rest = (sim: typeof silent) => ({
+            waitingAt: sim.machine.waitingAt,
+            ended: sim.machine.ended,
+            outcome: sim.machine.outcome,
+            sends: sim.machine.sends,
+            providerWebhooks: sim.machine.providerWebhooks,
+            menuAt: sim.menu.run.menu,
+          });
+          expect(rest(wrongKey)).toEqual(rest(silent));
         },
       ),
       { numRuns: 150 },

@@ -116,29 +116,29 @@ describe('simulateFlow', () => {
     expect(sim.menu.path).toEqual(sim.machine.path);
   });
 
-  it("records what a real call can know: the provider's webhook is the same for silence and an unhandled key", () => {
-    // The provider runs one `wrong` entry for both (its speech-call page,
-    // https://smsbat.com/help/api/smsbat/speechcall/: "custom behavior for invalid/timeout
-    // inputs"), and its webhook is {from, to, mid, action} with `action` the body we put in
-    // that entry (docs/provider.md, "Callbacks"): no digit, no reason. So a recorded path says
-    // `wrong` for both; only a simulation (above) knows the input. If this ever fails, the
-    // provider's webhook tells them apart and the recorder should read it.
-    const menu = renderMenu(fresh(), {
+  it("lets a real call tell them apart: the provider's webhook names silence or the key", () => {
+    // The provider runs its `wrong` entry for silence and for a key without an entry (its
+    // speech-call page, https://smsbat.com/help/api/smsbat/speechcall/: "custom behavior for
+    // invalid/timeout inputs"), and its webhook is {from, to, mid, action} with `action` the
+    // body we put in the entry that ran (docs/provider.md, "Callbacks"). So every key the node
+    // does not handle has an entry of its own, running what `wrong` runs: played as the
+    // provider plays it (the sandbox's planner), silence and 7 post different tokens and the
+    // same provider-side actions.
+    const compiled = fresh();
+    const menu = renderMenu(compiled, {
       vars,
       hookUrl: 'https://sb.example.com/hooks/speechcall',
       tokenFor: (node, key) => `${node}|${key}`,
     });
+    const plan = (input: 'timeout' | '7') => planCall(menu, [input, 'hangup']).events;
     const posted = (input: 'timeout' | '7') =>
-      planCall(menu, [input, 'hangup']).events.flatMap((e) =>
-        e.type === 'webhook' ? [{ url: e.url, body: e.body, headers: e.headers }] : [],
-      );
-    expect(posted('timeout')).toEqual([
-      {
-        url: 'https://sb.example.com/hooks/speechcall',
-        body: { token: 'main|wrong' },
-        headers: {},
-      },
-    ]);
-    expect(posted('7')).toEqual(posted('timeout'));
+      plan(input).flatMap((e) => (e.type === 'webhook' ? [e.body] : []));
+    expect(posted('timeout')).toEqual([{ token: 'main|timeout' }]);
+    expect(posted('7')).toEqual([{ token: 'main|7' }]);
+    // the same next menu either way (main/r1, the retry)
+    const retry = compiled.nodes.find((n) => n.id === 'main/r1')!.index;
+    const next = (input: 'timeout' | '7') => plan(input).find((e) => e.type === 'goto');
+    expect(next('7')).toMatchObject({ key: 'd7', to: retry });
+    expect(next('timeout')).toMatchObject({ key: 'wrong', to: retry });
   });
 });

@@ -6,12 +6,22 @@ import { keyLabel } from '../../flows/index.ts';
 import { Badge, Empty, Field, Time } from '../layout.tsx';
 
 /**
- * Why a recorded `wrong` step does not say which: the provider runs one `wrong` entry for
- * silence and for a key the menu does not handle, and its webhook carries only that entry's
- * body (docs/provider.md, "Callbacks"). `flows simulate` shows which, as it knows the input.
+ * Why a recorded `wrong` step may not say which: a call whose menu was rendered before every
+ * unhandled key had its own entry got one `wrong` entry for silence and for such a key, and
+ * the provider's webhook carries only that entry's body (docs/provider.md, "Callbacks").
  */
 const WRONG_KEY_NOTE =
-  'silence, or a key this menu does not handle: the provider reports both alike';
+  'silence, or a key this menu does not handle: this call was placed before the two were recorded apart';
+
+/** A path step's key for people: `1`, `silence`, `7 (not handled here)`. */
+const StepKey: FC<{ step: CallView['path'][number] }> = ({ step }) => {
+  if (step.key !== 'wrong') return <>{step.key}</>;
+  if (step.input === 'timeout') return <span data-input="timeout">silence (no key)</span>;
+  if (step.input !== undefined) {
+    return <span data-input={step.input}>{step.input} (not handled here)</span>;
+  }
+  return <span title={WRONG_KEY_NOTE}>{keyLabel('wrong')}</span>;
+};
 
 export interface CallQuery {
   id?: string | undefined;
@@ -150,11 +160,7 @@ export const CallLive: FC<{ call: CallView }> = ({ call }) => (
               </td>
               <td class="num">{s.attempt}</td>
               <td>
-                {s.key === 'wrong' ? (
-                  <span title={WRONG_KEY_NOTE}>{keyLabel('wrong')}</span>
-                ) : (
-                  s.key
-                )}
+                <StepKey step={s} />
               </td>
               <td>
                 <Time at={s.at} />

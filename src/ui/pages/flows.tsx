@@ -2,7 +2,13 @@
 import { basename } from 'node:path';
 import type { FC } from 'hono/jsx';
 import type { FlowStats } from '../../calls/read.ts';
-import { keyLabel, type LoadedFlow, nodeLabel } from '../../flows/index.ts';
+import {
+  FLOW_KEYS,
+  type FlowKey,
+  keyLabel,
+  type LoadedFlow,
+  nodeLabel,
+} from '../../flows/index.ts';
 import type { NodeCounts } from '../diagram.ts';
 import { Empty, Notice } from '../layout.tsx';
 
@@ -183,6 +189,24 @@ const CountTable: FC<{ caption: string; what: string; counts: Record<string, num
   );
 };
 
+/**
+ * What a node's `wrong` count was made of: ` (silence 3, key 7: 1)`; calls placed before the
+ * two were recorded apart are `either`.
+ */
+function wrongBreakdown(total: number, inputs: Record<string, number> | undefined): string {
+  if (!inputs) return '';
+  const parts: string[] = [];
+  let told = 0;
+  // silence first, then the keys in keypad order
+  const order = (input: string) => (input === 'timeout' ? -1 : FLOW_KEYS.indexOf(input as FlowKey));
+  for (const [input, n] of Object.entries(inputs).sort(([a], [b]) => order(a) - order(b))) {
+    parts.push(input === 'timeout' ? `silence: ${n}` : `key ${input}: ${n}`);
+    told += n;
+  }
+  if (total > told) parts.push(`either: ${total - told}`);
+  return ` (${parts.join(', ')})`;
+}
+
 export const FlowPage: FC<{
   flow: LoadedFlow;
   stats: FlowStats;
@@ -282,8 +306,13 @@ export const FlowPage: FC<{
           <tbody>
             {c.nodes.map((n) => {
               const k = counts.get(n.id);
+              const wrongInputs = stats.nodes[n.id]?.wrongInputs;
               const keys = Object.entries(k?.keys ?? {})
-                .map(([key, v]) => `${key === 'wrong' ? keyLabel('wrong') : key}: ${v}`)
+                .map(([key, v]) =>
+                  key === 'wrong'
+                    ? `${keyLabel('wrong')}: ${v}${wrongBreakdown(v ?? 0, wrongInputs)}`
+                    : `${key}: ${v}`,
+                )
                 .join(', ');
               return (
                 <tr>
