@@ -18,8 +18,14 @@
  * const logger = createLogger({ level: config.logLevel, logPii: config.logPii });
  * logger.info({ to: '+380501234567', text: 'Hi' }, 'sent'); // {"to":"+********4567","text":"[redacted]",...}
  */
+
+import { createRequire } from 'node:module';
 import { pino } from 'pino';
-import { isColorSupported, prettyFactory } from 'pino-pretty';
+
+// pino-pretty is loaded only when lines are made readable: a server logging JSON (every
+// deployment) does not carry it
+const require = createRequire(import.meta.url);
+const loadPretty = (): typeof import('pino-pretty') => require('pino-pretty');
 
 export type Logger = pino.Logger;
 
@@ -183,7 +189,7 @@ export function prettyStream(
   destination: pino.DestinationStream,
   colorize = false,
 ): pino.DestinationStream {
-  const prettify = prettyFactory({
+  const prettify = loadPretty().prettyFactory({
     colorize,
     singleLine: true,
     translateTime: 'SYS:HH:MM:ss.l',
@@ -224,6 +230,6 @@ export function createLogger(
       base: { service: 'switchboard' },
       hooks: { streamWrite: (line) => scrubLogLine(line, logPii) },
     },
-    pretty ? prettyStream(out, destination === undefined && isColorSupported) : out,
+    pretty ? prettyStream(out, destination === undefined && loadPretty().isColorSupported) : out,
   );
 }
