@@ -6,9 +6,11 @@
  * @example
  * await startCall(deps, { flow: 'appointment-reminder', to: '+380501234567', from: 'Clinic', vars: { name: 'Ann', date: 'Monday' } });
  */
+
 import type { z } from 'zod';
 import type { Tx } from '../db/client.ts';
 import { AppError } from '../errors.ts';
+import { itemInputProblem } from '../http/input.ts';
 import { issuesToDetails } from '../zod-issues.ts';
 import type { StartDeps } from './deps.ts';
 import { compiledFlow, type PreparedCall, prepareCall, type Rejection } from './start-prepare.ts';
@@ -103,6 +105,11 @@ export async function startCalls(
     chunk.forEach((raw, i) => {
       const index = start + i;
       // each call checked on its own: one that does not fit is rejected alone
+      const unstorable = itemInputProblem('calls', index, raw);
+      if (unstorable) {
+        results[index] = { status: 'rejected', error: unstorable };
+        return;
+      }
       const parsed = BatchCall.safeParse(raw);
       if (!parsed.success) {
         results[index] = { status: 'rejected', error: shapeRejection(parsed.error, index) };

@@ -35,7 +35,7 @@ export function zodDetails(error: ZodError, prefix: PropertyKey[] = []): ErrorDe
 export const validationHook: Hook<unknown, AppEnv, string, unknown> = (result, c) => {
   if (result.success) {
     // what no schema allows: characters Postgres refuses, any depth (src/http/input.ts)
-    const problem = validatedInputProblem(result.target, result.data);
+    const problem = validatedInputProblem(result.target, result.data, c.req.path);
     if (problem) return errorResponse(c, problem.code, problem.message, problem.details);
   } else {
     const details = zodDetails(result.error as ZodError);

@@ -79,10 +79,15 @@ function pathOf(frame: Frame | undefined, prefix: PropertyKey[]): PropertyKey[] 
  * a string or a key Postgres cannot store, or nesting deeper than MAX_DEPTH. Iterative, so
  * any depth is walked without recursion; undefined when all is well.
  */
-export function inputProblem(value: unknown, prefix: PropertyKey[] = []): InputProblem | undefined {
+export function inputProblem(
+  value: unknown,
+  prefix: PropertyKey[] = [],
+  /** the depth of `value` in its body (an item of a list judged one by one is deeper) */
+  depth = 1,
+): InputProblem | undefined {
   if (typeof value === 'string') return unstorable(value) ? encodingProblem(prefix) : undefined;
   if (value === null || typeof value !== 'object') return undefined;
-  const stack: Frame[] = [{ value, key: undefined, parent: undefined, depth: 1 }];
+  const stack: Frame[] = [{ value, key: undefined, parent: undefined, depth }];
   while (stack.length > 0) {
     const frame = stack.pop()!;
     if (frame.depth > MAX_DEPTH) {
@@ -230,9 +235,33 @@ export function requestChecks(): MiddlewareHandler<AppEnv> {
  * route keeps), called from the shared validation hook. Query and path parameters were
  * checked before routing, by `requestChecks`.
  */
-export function validatedInputProblem(target: string, data: unknown): InputProblem | undefined {
+export function validatedInputProblem(
+  target: string,
+  data: unknown,
+  path = '',
+): InputProblem | undefined {
   if (target !== 'json' && target !== 'form') return undefined;
+  const list = ITEM_LISTS[path];
+  if (list !== undefined && data !== null && typeof data === 'object' && list in data) {
+    // the list's items are judged one by one where they are answered (itemInputProblem)
+    return inputProblem({ ...(data as Record<string, unknown>), [list]: [] });
+  }
   return inputProblem(data);
+}
+
+/**
+ * Routes that answer a list item by item (202 with a result per item, whatever the mix): the
+ * body field holding the list. A character Postgres cannot store, or nesting too deep, in one
+ * item rejects that item alone, in its result, with the same code and details as ever.
+ */
+export const ITEM_LISTS: Readonly<Record<string, string>> = {
+  '/v1/messages': 'messages',
+  '/v1/calls/batch': 'calls',
+};
+
+/** `inputProblem` of item `index` of a route's ITEM_LISTS list (two levels down the body). */
+export function itemInputProblem(list: string, index: number, item: unknown) {
+  return inputProblem(item, [list, index], 3);
 }
 
 function problemResponse(c: Context<AppEnv>, problem: InputProblem) {

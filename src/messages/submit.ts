@@ -11,6 +11,7 @@ import type { Clock } from '../clock.ts';
 import { type Db, executePrepared, type Tx } from '../db/client.ts';
 import type { NewMessageRow } from '../db/schema/index.ts';
 import { type ErrorCode, type ErrorDetail, formatPath } from '../errors.ts';
+import { itemInputProblem } from '../http/input.ts';
 import { uuidv7 } from '../ids.ts';
 import {
   DEFAULT_LIFETIME_SECONDS,
@@ -167,6 +168,11 @@ export function prepareMessages(
   inputs.forEach((input, index) => {
     const prefix = formatPath(['messages', index]);
     const cmid = (input as { customerMessageId?: unknown } | null)?.customerMessageId;
+    const unstorable = itemInputProblem('messages', index, input);
+    if (unstorable) {
+      results[index] = rejected(cmid, unstorable);
+      return;
+    }
     const checked = checkOne(input, opts, now);
     if (!checked.ok) {
       results[index] = rejected(cmid, {

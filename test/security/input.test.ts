@@ -33,13 +33,21 @@ describeEachEngine('bad input', (ctx) => {
     }
   });
 
-  it('refuses a NUL in a message text, call vars, a path or a query with 400', async () => {
+  it('refuses a NUL in a message text (that message alone), call vars, a path or a query', async () => {
+    // a well-formed list: 202, the message with the NUL rejected in its own result, the other sent
     const messages = await app.request(
       '/v1/messages',
-      json({ messages: [{ type: 'sms', from: 'Shop', to: phone(), text: 'a\u0000b' }] }),
+      json({
+        messages: [
+          { type: 'sms', from: 'Shop', to: phone(), text: 'a\u0000b' },
+          { type: 'sms', from: 'Shop', to: phone(), text: 'fine' },
+        ],
+      }),
     );
-    expect(messages.status).toBe(400);
-    expect((await readJson(messages)).error.code).toBe('INVALID_ENCODING');
+    expect(messages.status).toBe(202);
+    const results = (await readJson(messages)).messages;
+    expect(results[0]).toMatchObject({ status: 'rejected', error: { code: 'INVALID_ENCODING' } });
+    expect(results[1]).toMatchObject({ status: 'queued' });
     const call = await app.request(
       '/v1/calls',
       json({
@@ -57,6 +65,28 @@ describeEachEngine('bad input', (ctx) => {
       expect(res.status, path).toBe(400);
       expect((await readJson(res)).error.code, path).toBe('INVALID_ENCODING');
     }
+  });
+
+  it('rejects the one call of a batch that holds a NUL, and starts the others', async () => {
+    const res = await app.request(
+      '/v1/calls/batch',
+      json({
+        flow: 'appointment-reminder',
+        from: 'Clinic',
+        calls: [
+          { to: phone(), vars: { name: 'A\u0000n', date: 'Monday' } },
+          { to: phone(), vars: { name: 'Ann', date: 'Monday' } },
+        ],
+      }),
+    );
+    expect(res.status).toBe(202);
+    const answer = await readJson(res);
+    expect(answer.calls[0]).toMatchObject({
+      status: 'rejected',
+      error: { code: 'INVALID_ENCODING', details: [{ path: 'calls[0].vars.name' }] },
+    });
+    expect(answer.calls[1].status).not.toBe('rejected');
+    expect(answer.queued).toBe(1);
   });
 
   it('names the field that holds the character, in the body, the query and the path', async () => {
@@ -93,8 +123,11 @@ describeEachEngine('bad input', (ctx) => {
     ];
     for (const [path, init, field] of cases) {
       const res = await app.request(path, init);
-      expect(res.status, field).toBe(400);
-      const { error } = await readJson(res);
+      // POST /v1/messages answers its list item by item (202): the message's own result
+      const itemByItem = path === '/v1/messages' && init !== undefined;
+      expect(res.status, field).toBe(itemByItem ? 202 : 400);
+      const answer = await readJson(res);
+      const error = itemByItem ? answer.messages[0].error : answer.error;
       expect(error.code, field).toBe('INVALID_ENCODING');
       expect(error.details[0].path, field).toBe(field);
       expect(error.message, field).toContain(field);
@@ -109,8 +142,9 @@ describeEachEngine('bad input', (ctx) => {
       headers: { 'content-type': 'application/json' },
       body,
     });
-    expect(res.status).toBe(400);
-    const { error } = await readJson(res);
+    // that message alone is rejected, in its own result
+    expect(res.status).toBe(202);
+    const { error } = (await readJson(res)).messages[0];
     expect(error.code).toBe('VALIDATION_ERROR');
     expect(error.details[0]).toMatchObject({ code: 'TOO_DEEP' });
     expect(error.details[0].path).toMatch(/^messages\[0\]\.messageData(\[0\])+$/);
