@@ -7,73 +7,23 @@
  * message, top-level, per detail or in a batch's per-item results, holds a validator's own
  * wording ("Invalid input: expected string, received number", "Too small", "NaN", ...).
  *
- * ROUTES holds an entry for each /v1 route the app has (a test fails on one without), so a
- * route added later is probed too; the idea of test/security/routes-fuzz.test.ts.
+ * API_ROUTES (test/support/routes.ts, shared with test/security/routes-fuzz.test.ts) holds an
+ * entry for each /v1 route the app has (a test fails on one without), so a route added later
+ * is probed too.
  */
 import fc from 'fast-check';
 import { beforeAll, expect, it } from 'vitest';
 import type { App } from '../../src/app.ts';
 import { DETAIL_CODES, ERROR_CODES } from '../../src/errors.ts';
-import { buildTestApp, phone, uniq } from '../support/app.ts';
+import { buildTestApp, phone } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
 import { body as fuzzBody, query as fuzzQuery, segment } from '../support/fuzz.ts';
+import { API_ROUTES, type RouteEntry, routeTable, validCall } from '../support/routes.ts';
 
-/** What the prober knows of a route: a valid start to spoil. */
-interface RouteEntry {
-  params?: Record<string, string>;
-  query?: string[];
-  json?: () => Record<string, unknown>;
-}
-
-const UUID = '00000000-0000-4000-8000-000000000000';
 const TOKEN = 'errors-wording-token-0123456789abcdef';
-const call = () => ({
-  flow: 'appointment-reminder',
-  from: 'Clinic',
-  to: phone(),
-  vars: { name: 'Ann', date: 'Monday' },
-  lang: 'en',
-});
-const ROUTES: Record<string, RouteEntry> = {
-  'POST /v1/messages': {
-    json: () => ({
-      messages: [
-        { type: 'sms', from: 'Shop', to: phone(), text: 'hi', customerMessageId: uniq('w') },
-        {
-          type: 'cascade',
-          from: 'Shop',
-          to: phone(),
-          messageType: 'transaction',
-          text: 'Hi %name=1%',
-          variables: [{ id: 1, type: 'name', value: 'Ann' }],
-        },
-      ],
-    }),
-  },
-  'GET /v1/messages': {
-    query: ['to', 'status', 'type', 'callId', 'since', 'until', 'limit', 'cursor'],
-  },
-  'GET /v1/messages/:ref': { params: { ref: 'order-1' } },
-  'GET /v1/inbound': { query: ['from', 'since', 'until', 'limit', 'cursor'] },
-  'DELETE /v1/subjects/:phone': { params: { phone: '+380501234567' } },
-  'POST /v1/calls': { json: call },
-  'POST /v1/calls/batch': {
-    json: () => ({
-      flow: 'appointment-reminder',
-      from: 'Clinic',
-      calls: [{ to: phone(), vars: { name: 'Ann', date: 'Mon' }, lang: 'uk' }],
-    }),
-  },
-  'GET /v1/calls': { query: ['flow', 'state', 'to', 'limit', 'cursor'] },
-  'GET /v1/calls/:id': { params: { id: UUID } },
-  'GET /v1/flows': {},
-  'GET /v1/flows/:id': { params: { id: 'appointment-reminder' } },
-  'GET /v1/flows/:id/stats': { params: { id: 'appointment-reminder' }, query: ['since', 'until'] },
-  'POST /v1/tokens': { json: () => ({ name: uniq('w'), scopes: ['read'] }) },
-  'GET /v1/tokens': {},
-  'DELETE /v1/tokens/:id': { params: { id: UUID } },
-  'GET /v1/audit': { query: ['token', 'route', 'since', 'until', 'limit', 'cursor'] },
-};
+// the /v1 routes and a valid request each (one table, shared with the route fuzzer)
+const ROUTES = API_ROUTES;
+const call = validCall;
 
 /** A validator's words: none may reach a client. */
 const VALIDATOR_WORDING =
@@ -241,20 +191,13 @@ describeEachEngine('error codes and messages on every /v1 route', (ctx) => {
       headers: { authorization: `Bearer ${TOKEN}`, ...(init.headers as Record<string, string>) },
     });
 
-  const v1Routes = () => {
-    const keys = new Set<string>();
-    for (const r of app.routes) {
-      if (r.path.startsWith('/v1/') && !(r.method === 'ALL' && r.path.endsWith('*')))
-        keys.add(`${r.method} ${r.path}`);
-    }
-    return [...keys].sort();
-  };
+  const v1Routes = () => routeTable(app).filter((k) => k.split(' ')[1]!.startsWith('/v1/'));
 
   it('has an entry for every /v1 route, and none for a route the app does not have', () => {
     const table = v1Routes();
     expect(
       table.filter((k) => !(k in ROUTES)),
-      'add each to ROUTES in this file',
+      'add each to API_ROUTES in test/support/routes.ts',
     ).toEqual([]);
     expect(Object.keys(ROUTES).filter((k) => !table.includes(k))).toEqual([]);
   });

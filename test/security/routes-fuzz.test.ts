@@ -9,8 +9,9 @@
  * src/errors.ts, listed at its status in the route's /openapi.json operation; a NUL is
  * refused naming its field; nothing reaches Object.prototype.
  *
- * ROUTES below holds an entry for each route: it fails when the app has a route without
- * one (or the table one the app no longer has), so a route added later is fuzzed too.
+ * ROUTES below holds an entry for each route (the /v1 ones are test/support/routes.ts's
+ * API_ROUTES, shared with test/http/errors-wording.test.ts): it fails when the app has a route
+ * without one (or the table one the app no longer has), so a route added later is fuzzed too.
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -19,7 +20,7 @@ import { ERROR_CODES, httpStatus } from '../../src/errors.ts';
 import { MAX_URL_LENGTH } from '../../src/http/input.ts';
 import { createSandbox, type Sandbox } from '../../src/sandbox/app.ts';
 import { createManualClock } from '../../src/sandbox/clock.ts';
-import { buildTestApp, phone, uniq } from '../support/app.ts';
+import { buildTestApp, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
 import {
   body as fuzzBody,
@@ -28,28 +29,8 @@ import {
   segment,
 } from '../support/fuzz.ts';
 import { documentedErrors, type OpenApiDoc } from '../support/openapi.ts';
+import { API_ROUTES, type RouteEntry, routeTable } from '../support/routes.ts';
 
-/** What the fuzzer knows of a route: sample values to start from, then to spoil. */
-interface RouteEntry {
-  /** a valid value for each path parameter (default: `x`) */
-  params?: Record<string, string>;
-  /** the query names the route reads */
-  query?: string[];
-  /** a valid JSON body, altered field by field */
-  json?: () => unknown;
-  /** a valid form body (the console's forms) */
-  form?: Record<string, string>;
-}
-
-const message = () => ({
-  messages: [{ type: 'sms', from: 'Shop', to: phone(), text: 'hi', customerMessageId: uniq('fz') }],
-});
-const call = () => ({
-  flow: 'appointment-reminder',
-  from: 'Clinic',
-  to: phone(),
-  vars: { name: 'Ann', date: 'Monday' },
-});
 const delivery = () => ({
   messageId: uniq('m'),
   deliverystatus: 'delivered',
@@ -60,7 +41,6 @@ const sandboxMessages = () => ({
     { type: 'sms', from: 'Shop', to: '+380501234567', text: 'hi', customerMessageId: uniq('sb') },
   ],
 });
-const LIST = ['to', 'status', 'type', 'since', 'until', 'limit', 'cursor'];
 
 /** Every route, as "METHOD /path" with Hono's `:param` patterns. */
 const ROUTES: Record<string, RouteEntry> = {
@@ -71,28 +51,7 @@ const ROUTES: Record<string, RouteEntry> = {
   'GET /docs': {},
   'GET /docs/assets/init.js': {},
   'GET /docs/assets/:file': { params: { file: 'swagger-ui.css' } },
-  'POST /v1/messages': { json: message },
-  'GET /v1/messages': { query: [...LIST, 'callId'] },
-  'GET /v1/messages/:ref': { params: { ref: 'order-1' } },
-  'GET /v1/inbound': { query: ['from', 'since', 'until', 'limit', 'cursor'] },
-  'DELETE /v1/subjects/:phone': { params: { phone: '+380501234567' } },
-  'POST /v1/calls': { json: call },
-  'POST /v1/calls/batch': {
-    json: () => ({
-      flow: 'appointment-reminder',
-      from: 'Clinic',
-      calls: [{ to: phone(), vars: { name: 'Ann', date: 'Mon' } }],
-    }),
-  },
-  'GET /v1/calls': { query: ['flow', 'state', 'to', 'limit', 'cursor'] },
-  'GET /v1/calls/:id': { params: { id: '00000000-0000-4000-8000-000000000000' } },
-  'GET /v1/flows': {},
-  'GET /v1/flows/:id': { params: { id: 'appointment-reminder' } },
-  'GET /v1/flows/:id/stats': { params: { id: 'appointment-reminder' }, query: ['since', 'until'] },
-  'POST /v1/tokens': { json: () => ({ name: uniq('fz'), scopes: ['read'] }) },
-  'GET /v1/tokens': {},
-  'DELETE /v1/tokens/:id': { params: { id: '00000000-0000-4000-8000-000000000000' } },
-  'GET /v1/audit': { query: ['token', 'route', 'since', 'until', 'limit', 'cursor'] },
+  ...API_ROUTES,
   'POST /hooks/delivery': { json: delivery, query: ['token'] },
   'POST /hooks/viber': {
     json: () => ({
@@ -185,16 +144,6 @@ const ROUTES: Record<string, RouteEntry> = {
   'POST /sandbox/_control/clock/advance': { json: () => ({ ms: 0 }) },
   'DELETE /sandbox/_control/subjects/:phone': { params: { phone: '+380501234567' } },
 };
-
-/** The app's routes: handlers by method and path, less middleware (`ALL` on a wildcard). */
-function routeTable(app: App): string[] {
-  const keys = new Set<string>();
-  for (const r of app.routes) {
-    if (r.method === 'ALL' && r.path.endsWith('*')) continue;
-    keys.add(`${r.method} ${r.path}`);
-  }
-  return [...keys].sort();
-}
 
 const kind = (path: string) =>
   path === '/ui' || path.startsWith('/ui/')
@@ -429,7 +378,7 @@ describeEachEngine('the whole route table, fuzzed', (ctx) => {
     const stale = Object.keys(ROUTES).filter((k) => !table.includes(k));
     expect(
       missing,
-      `routes without a fuzz entry: add each to ROUTES in test/security/routes-fuzz.test.ts (its path parameters, the query names it reads, a valid body)`,
+      `routes without a fuzz entry: add each to ROUTES in test/security/routes-fuzz.test.ts, or a /v1 route to API_ROUTES in test/support/routes.ts (its path parameters, the query names it reads, a valid body)`,
     ).toEqual([]);
     expect(stale, 'ROUTES entries for routes the app no longer has: remove them').toEqual([]);
   });

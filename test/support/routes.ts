@@ -1,0 +1,82 @@
+/**
+ * The /v1 routes with a valid request each, for the tests that probe every route
+ * (test/security/routes-fuzz.test.ts, test/http/errors-wording.test.ts): one table, so a route
+ * added later needs one entry here, and each of those tests fails until it has it.
+ */
+import type { App } from '../../src/app.ts';
+import { phone, uniq } from './app.ts';
+
+/** What a prober knows of a route: sample values to start from, then to spoil. */
+export interface RouteEntry {
+  /** a valid value for each path parameter (default: `x`) */
+  params?: Record<string, string>;
+  /** the query names the route reads */
+  query?: string[];
+  /** a valid JSON body, altered field by field */
+  json?: () => Record<string, unknown>;
+  /** a valid form body (the console's forms) */
+  form?: Record<string, string>;
+}
+
+const UUID = '00000000-0000-4000-8000-000000000000';
+
+/** A valid `POST /v1/calls` body. */
+export const validCall = () => ({
+  flow: 'appointment-reminder',
+  from: 'Clinic',
+  to: phone(),
+  vars: { name: 'Ann', date: 'Monday' },
+  lang: 'en',
+});
+
+/** Every /v1 route, as "METHOD /path" with Hono's `:param` patterns. */
+export const API_ROUTES: Record<string, RouteEntry> = {
+  'POST /v1/messages': {
+    json: () => ({
+      messages: [
+        { type: 'sms', from: 'Shop', to: phone(), text: 'hi', customerMessageId: uniq('r') },
+        {
+          type: 'cascade',
+          from: 'Shop',
+          to: phone(),
+          messageType: 'transaction',
+          text: 'Hi %name=1%',
+          variables: [{ id: 1, type: 'name', value: 'Ann' }],
+        },
+      ],
+    }),
+  },
+  'GET /v1/messages': {
+    query: ['to', 'status', 'type', 'callId', 'since', 'until', 'limit', 'cursor'],
+  },
+  'GET /v1/messages/:ref': { params: { ref: 'order-1' } },
+  'GET /v1/inbound': { query: ['from', 'since', 'until', 'limit', 'cursor'] },
+  'DELETE /v1/subjects/:phone': { params: { phone: '+380501234567' } },
+  'POST /v1/calls': { json: validCall },
+  'POST /v1/calls/batch': {
+    json: () => ({
+      flow: 'appointment-reminder',
+      from: 'Clinic',
+      calls: [{ to: phone(), vars: { name: 'Ann', date: 'Mon' }, lang: 'uk' }],
+    }),
+  },
+  'GET /v1/calls': { query: ['flow', 'state', 'to', 'limit', 'cursor'] },
+  'GET /v1/calls/:id': { params: { id: UUID } },
+  'GET /v1/flows': {},
+  'GET /v1/flows/:id': { params: { id: 'appointment-reminder' } },
+  'GET /v1/flows/:id/stats': { params: { id: 'appointment-reminder' }, query: ['since', 'until'] },
+  'POST /v1/tokens': { json: () => ({ name: uniq('r'), scopes: ['read'] }) },
+  'GET /v1/tokens': {},
+  'DELETE /v1/tokens/:id': { params: { id: UUID } },
+  'GET /v1/audit': { query: ['token', 'route', 'since', 'until', 'limit', 'cursor'] },
+};
+
+/** The app's routes: handlers by method and path, less middleware (`ALL` on a wildcard). */
+export function routeTable(app: App): string[] {
+  const keys = new Set<string>();
+  for (const r of app.routes) {
+    if (r.method === 'ALL' && r.path.endsWith('*')) continue;
+    keys.add(`${r.method} ${r.path}`);
+  }
+  return [...keys].sort();
+}
