@@ -14,7 +14,7 @@
  * - Prints a table and writes `bench/results/<timestamp>.json`.
  *
  * BENCH_SECONDS (default 10) sets each measured load's length; BENCH_SCALE (default 1) scales
- * the data sets down for a quick trial (the goals are judged at 1 only); BENCH_ONLY=a,b,c,d,memory
+ * the data sets down for a quick trial (the goals are judged at 1 only); BENCH_ONLY=a,b,c,d,g,memory
  * runs some parts only; BENCH_PROF=<dir> writes a CPU profile of the server there;
  * BENCH_LOG_LEVEL sets the server's LOG_LEVEL (default info, as deployed); BENCH_KEEP_LOGS=1
  * keeps the children's logs (e.g. for BENCH_NODE_ARGS=--trace-gc); BENCH_TRACE=<dir> writes each
@@ -30,6 +30,7 @@ import { migrateDatabase } from '../src/db/migrate.ts';
 import { benchCompile, type CompileBench } from './compile.ts';
 import { type BenchContext, CALLBACK_TOKEN, round } from './context.ts';
 import { benchDispatch, type DispatchBench } from './dispatch.ts';
+import { benchEvents, type EventsBench } from './events.ts';
 import { benchIngest, type IngestBench } from './ingest.ts';
 import { type Child, ROOT, sampleMemory, spawnChild } from './lib/children.ts';
 import { createBenchDatabase, DEFAULT_ADMIN_URL } from './lib/database.ts';
@@ -84,6 +85,7 @@ function goals(r: {
   dispatch: Outcome<DispatchBench>;
   speech: Outcome<SpeechBench>;
   read: Outcome<ReadBench>;
+  events: Outcome<EventsBench>;
   compile: CompileBench;
   peakRssMB: number;
   peakRssInPartMB: Record<string, number>;
@@ -105,7 +107,31 @@ function goals(r: {
   rows.push(
     done(read) ? readRow(read) : missing('(d) GET /v1/messages/{ref}', 'p99 <= 10 ms', read),
   );
+  rows.push(
+    ...(done(r.events)
+      ? eventsRows(r.events)
+      : [missing('(g) events: CPU per event delivered / per callback', '<= 2', r.events)]),
+  );
   return [...rows, ...restRows(compile, r.peakRssMB, r.peakRssInPartMB)];
+}
+
+function eventsRows(e: EventsBench): GoalRow[] {
+  const s = e.steady;
+  const r = e.restart;
+  return [
+    {
+      goal: `(g) events: CPU per event delivered / per callback, ${e.rate}/s`,
+      figure: `${s.eventCpuUs} / ${s.callbackCpuUs} us = ${s.ratio} (${s.eventsPerSecond} events/s; change to receipt p50 ${s.latency.p50} ms, p99 ${s.latency.p99} ms)`,
+      target: '<= 2',
+      met: s.ratio <= 2,
+    },
+    {
+      goal: '(g) events: receiver killed and restarted mid-run',
+      figure: `${r.events} recorded, ${r.received} received, ${r.lost} lost, ${r.duplicates} duplicates (${r.duplicatesDiffering} differing), ${r.invalid} bad signatures`,
+      target: '0 lost, duplicates same id and body',
+      met: r.lost === 0 && r.duplicatesDiffering === 0 && r.invalid === 0,
+    },
+  ];
 }
 
 function ingestRows(ingest: IngestBench): GoalRow[] {
@@ -386,6 +412,8 @@ async function main(): Promise<void> {
         DATABASE_URL: db.url,
         PROVIDER_BASE_URL: sandbox.url,
         CALLBACK_TOKEN,
+        // part (g)'s endpoint is a receiver on this machine's loopback
+        OUTBOUND_ALLOW_PRIVATE: 'true',
         LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
       },
       ready: READY,
@@ -426,6 +454,8 @@ async function main(): Promise<void> {
       }
     };
     const ingest = await part('a', () => benchIngest(ctx));
+    // (g) beside (a): an event costs against a callback, measured in the same run
+    const events = await part('g', () => benchEvents(ctx));
     const dispatch = await part('b', () => benchDispatch(ctx));
     // (d) before (c): the call runtime's work goes on after (c) (timers, follow-ups to send)
     const read = await part('d', () => benchRead(ctx));
@@ -438,6 +468,7 @@ async function main(): Promise<void> {
       dispatch,
       speech,
       read,
+      events,
       compile,
       peakRssMB,
       peakRssAfterMB: rssMB,

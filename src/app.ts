@@ -17,6 +17,7 @@ import type { StartDeps } from './calls/start.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Database, Db } from './db/client.ts';
+import { createEndpointStore } from './events/endpoints.ts';
 import { apiAuth } from './http/api-auth.ts';
 import { createTokenStore } from './http/api-tokens.ts';
 import { auditRequests } from './http/audit.ts';
@@ -33,9 +34,11 @@ import {
   type Metrics,
   metricsMiddleware,
 } from './http/metrics.ts';
+import { createOutboundPolicy } from './http/outbound.ts';
 import { pageHeaders } from './http/page-headers.ts';
 import { auditRoutes } from './http/routes/audit.ts';
 import { callRoutes } from './http/routes/calls.ts';
+import { endpointRoutes } from './http/routes/endpoints.ts';
 import { flowRoutes } from './http/routes/flows.ts';
 import { hookRoutes } from './http/routes/hooks.ts';
 import { inboundRoutes } from './http/routes/inbound.ts';
@@ -171,6 +174,13 @@ export function createApp(deps: AppDeps) {
   app.route('/', flowRoutes({ db, flows }));
   app.route('/', tokenRoutes({ store: tokens }));
   app.route('/', auditRoutes({ db }));
+  // an endpoint's URL is held to the outbound policy when stored (the worker sends through it)
+  const outbound = createOutboundPolicy({
+    allowPrivate: deps.config.outboundAllowPrivate,
+    ownOrigins: [deps.config.publicUrl],
+  });
+  const endpoints = createEndpointStore({ db, clock, checkUrl: outbound.check });
+  app.route('/', endpointRoutes({ db, clock, store: endpoints }));
   app.route('/', hookRoutes({ config: deps.config, ingest, calls, metrics }));
   if (deps.sandbox) app.route('/sandbox', deps.sandbox);
   app.route(

@@ -103,6 +103,8 @@ export const EnvSchema = z.object({
     .optional()
     .transform((v) => (v === undefined || v === '' ? 'auto' : v)),
   FLOWS_DIR: optionalString,
+  // a YAML file of event endpoints applied at start (src/events/endpoints-file.ts)
+  ENDPOINTS_FILE: optionalString,
   SHUTDOWN_TIMEOUT_MS: positiveInt(10_000),
   DELIVERY_STATUS_MAP: optionalString.transform((v, ctx) => {
     if (v === undefined) return {};
@@ -204,6 +206,13 @@ export interface Config {
   /** LOG_FORMAT: JSON lines, readable lines, or (auto) readable on a terminal only */
   logFormat: 'auto' | 'json' | 'pretty';
   flowsDir: string;
+  /** ENDPOINTS_FILE: event endpoints declared in YAML, applied at start; unset: none */
+  endpointsFile: string | undefined;
+  /**
+   * Reads the variable an ENDPOINTS_FILE entry names for its secret (`secretEnv`), when the
+   * file is applied: a function, so no secret sits in the config object itself.
+   */
+  secretFromEnv: (name: string) => string | undefined;
   shutdownTimeoutMs: number;
   /** vendor status words added to (or overriding) the built-in table */
   deliveryStatusMap: Record<string, string>;
@@ -307,6 +316,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logPii: e.LOG_PII,
     logFormat: e.LOG_FORMAT,
     flowsDir: e.FLOWS_DIR ?? './flows',
+    endpointsFile: e.ENDPOINTS_FILE,
+    secretFromEnv: (name) => env[name],
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     deliveryStatusMap: e.DELIVERY_STATUS_MAP,
     maxSmsParts: e.MAX_SMS_PARTS,

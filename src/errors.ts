@@ -48,6 +48,8 @@ export const ERROR_CODES = [
   // an Idempotency-Key sent again with a different request, or while its first is running
   'IDEMPOTENCY_KEY_REUSED',
   'IDEMPOTENCY_KEY_IN_USE',
+  // an endpoint declared in ENDPOINTS_FILE: changed by editing the file, not through the API
+  'ENDPOINT_READ_ONLY',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -144,6 +146,9 @@ export const DETAIL_CODES = [
   'SEND_CASCADE',
   'MENU_LIMIT',
   'PROVIDER_MENU',
+  // an event endpoint (src/events/endpoints.ts)
+  'UNKNOWN_EVENT_TYPE',
+  'ADDRESS_NOT_ALLOWED',
 ] as const;
 
 export type DetailCode = (typeof DETAIL_CODES)[number];
@@ -209,6 +214,7 @@ export function httpStatus(
     case 'DUPLICATE_CUSTOMER_MESSAGE_ID':
     case 'IDEMPOTENCY_KEY_REUSED':
     case 'IDEMPOTENCY_KEY_IN_USE':
+    case 'ENDPOINT_READ_ONLY':
       return 409;
     case 'PAYLOAD_TOO_LARGE':
       return 413;

@@ -13,6 +13,7 @@ import { type Config, isLoopbackHost } from './config.ts';
 import { type Database, openDatabase } from './db/client.ts';
 import { urlOnThisHost } from './db/data-dir-lock.ts';
 import { migrateDatabase } from './db/migrate.ts';
+import { applyEndpointsFile, loadEndpointsFile } from './events/endpoints-file.ts';
 import { createTokenStore } from './http/api-tokens.ts';
 import { answerClientErrors } from './http/client-errors.ts';
 import { createMetrics } from './http/metrics.ts';
@@ -81,6 +82,8 @@ export async function startServer(
   logger: Logger,
   opts: StartOptions = {},
 ): Promise<RunningServer> {
+  // read before anything starts: a bad ENDPOINTS_FILE stops the start, naming file:line
+  const declaredEndpoints = await loadEndpointsFile(config);
   const database =
     opts.database ?? (await openDatabase({ url: config.databaseUrl, dataDir: config.dataDir }));
   logger.info(
@@ -89,6 +92,10 @@ export async function startServer(
   );
   await migrateDatabase(database);
   logger.info('migrations applied');
+  if (declaredEndpoints) {
+    const applied = await applyEndpointsFile(database.db, declaredEndpoints, systemClock);
+    logger.info({ file: declaredEndpoints.file, ...applied }, 'ENDPOINTS_FILE applied');
+  }
 
   // /v1 is open only while API_TOKEN is unset and no token was ever made (http/api-auth.ts)
   if (config.apiTokens.length === 0) {
@@ -225,6 +232,7 @@ export async function startServer(
       expireMarginMs: config.expireMarginMs,
     },
     retentionDays: config.retentionDays,
+    outbound: outbound.send,
   });
   logger.info({ provider: providerBaseUrl, sandbox: sandbox !== undefined }, 'provider');
   await untilReady((req) => app.fetch(req), logger);

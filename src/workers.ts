@@ -1,13 +1,16 @@
 /**
  * The background work of one instance: the dispatcher (leader only), the status poller
- * (leader only) and the attachment of early callbacks (any instance). Each is a loop over the
+ * (leader only), the attachment of early callbacks and the delivery of events to the user's
+ * endpoints (any instance: SKIP LOCKED shares the work). Each is a loop over the
  * database: Postgres holds all state, so stopping or killing the process loses nothing.
  */
 import { callDispatchHook, type EventDeps, fireDueTimers } from './calls/events.ts';
 import type { Clock } from './clock.ts';
 import type { Database, LeaderLock } from './db/client.ts';
+import { createEndpointRateLimiter, deliverOnce } from './events/deliver.ts';
 import { removeExpiredKeys } from './http/idempotency.ts';
 import type { Metrics } from './http/metrics.ts';
+import type { OutboundSend } from './http/outbound.ts';
 import type { Logger } from './logger.ts';
 import {
   type CascadeSender,
@@ -34,6 +37,8 @@ export interface WorkerDeps {
   calls: EventDeps;
   /** RETENTION_DAYS: older raw callbacks, message texts and events are removed; unset keeps all */
   retentionDays?: number | undefined;
+  /** the outbound policy's send, for events to the user's endpoints (unset: none are sent) */
+  outbound?: OutboundSend;
 }
 
 export interface Workers {
@@ -51,6 +56,9 @@ interface Loop {
 }
 
 const HOUR = 3_600_000;
+
+/** The channel the `event_deliveries_queued` trigger (migration 0011) notifies. */
+export const DELIVERIES_QUEUED = 'switchboard_deliveries';
 
 /**
  * Runs `step` repeatedly: again at once while it reports more work, else after `idleMs` (or
@@ -181,6 +189,35 @@ export function startWorkers(deps: WorkerDeps): Workers {
     const kept = await runRetention(deps.database.db, deps.clock, deps.retentionDays, 500);
     return kept.more || keys.more;
   });
+  // events to the user's endpoints: any instance (SKIP LOCKED, leases); woken when deliveries
+  // are queued (a NOTIFY at their commit, from any instance), polled twice a second besides
+  const outbound = deps.outbound;
+  const limiter = createEndpointRateLimiter();
+  const deliveries =
+    outbound &&
+    loop('event-deliveries', logger, 500, async () => {
+      const { attempted } = await deliverOnce({
+        db: deps.database.db,
+        outbound,
+        clock: deps.clock,
+        logger,
+        limiter,
+        onAttempts: ({ succeeded, failed }) => {
+          deps.metrics.eventsDelivered.inc(succeeded);
+          deps.metrics.eventAttemptsFailed.inc(failed);
+        },
+      });
+      return attempted > 0;
+    });
+  const unlisten = deliveries
+    ? deps.database
+        .listen(DELIVERIES_QUEUED, () => deliveries.wake())
+        .catch((err: unknown) => {
+          // the poll still delivers; only the wake-up is lost
+          logger.warn({ err }, 'cannot listen for queued deliveries; polling only');
+          return undefined;
+        })
+    : undefined;
 
   return {
     wake: () => dispatcher.wake(),
@@ -192,6 +229,8 @@ export function startWorkers(deps: WorkerDeps): Workers {
         poller.stop(),
         timers.stop(),
         retention.stop(),
+        deliveries?.stop(),
+        unlisten?.then((stop) => stop?.()),
       ]);
       await leader.release();
     },

@@ -39,6 +39,7 @@ function noDatabase(): Database {
     ping: refuse,
     withExclusiveLock: refuse,
     createLeaderLock: refuse,
+    listen: refuse,
     close: async () => {},
   };
 }

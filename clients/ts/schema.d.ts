@@ -290,6 +290,134 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/v1/endpoints': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Every endpoint, newest first (never a secret) */
+    get: operations['listEndpoints'];
+    put?: never;
+    /** Add an endpoint for events; the answer holds its signing secret, shown this once */
+    post: operations['createEndpoint'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/endpoints/{id}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** One endpoint, by id or name (never a secret) */
+    get: operations['getEndpoint'];
+    put?: never;
+    post?: never;
+    /** Delete an endpoint, its queue and its attempts */
+    delete: operations['deleteEndpoint'];
+    options?: never;
+    head?: never;
+    /** Change an endpoint: the fields given, the rest as they are */
+    patch: operations['updateEndpoint'];
+    trace?: never;
+  };
+  '/v1/endpoints/{id}/secret/rotate': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Make a new signing secret (shown this once); the old one signs too until the overlap ends
+     * @description Each request is signed with every live secret (one `v1,` signature each), so the receiver can switch to the new secret at any time within the overlap. `overlapSeconds` defaults to 86400 (24 h); 0 drops the old secrets at once.
+     */
+    post: operations['rotateEndpointSecret'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/endpoints/{id}/attempts': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Every request made to an endpoint, newest first: status, response, duration */
+    get: operations['listEndpointAttempts'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/endpoints/{id}/deliveries': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** An endpoint's queue, newest first; `state=exhausted`: what gave up */
+    get: operations['listEndpointDeliveries'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/events/{id}/replay': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Send an event again (same webhook-id): to every endpoint it went to, or to one
+     * @description The id is the `webhook-id` the endpoint received (`evt_...`). With `endpoint` (an id or a name) only to that endpoint, queued anew if the event never went there.
+     */
+    post: operations['replayEvent'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/endpoints/{id}/replay': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Send again what failed for an endpoint since a time (exhausted, or being retried) */
+    post: operations['replayFailedDeliveries'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/hooks/delivery': {
     parameters: {
       query?: never;
@@ -351,9 +479,555 @@ export interface paths {
     trace?: never;
   };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+  'message.status': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * message.status (version 1)
+     * @description Every step of a message's timeline, as GET /v1/messages/{ref} shows it: queued, the provider's answer, each status from a callback or a poll, an expiry. Follow-ups and a call's own message included.
+     *
+     *     Subject (the unit of ordering): `message:<messageId>`. Answer any 2xx within 15 seconds to acknowledge; anything else is retried (docs/events.md).
+     */
+    post: operations['receiveMessageStatusEvent'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  'call.started': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * call.started (version 1)
+     * @description A call was accepted by POST /v1/calls (or the console) and queued.
+     *
+     *     Subject (the unit of ordering): `call:<callId>`. Answer any 2xx within 15 seconds to acknowledge; anything else is retried (docs/events.md).
+     */
+    post: operations['receiveCallStartedEvent'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  'call.key': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * call.key (version 1)
+     * @description The caller's input was applied at a node: a key, or silence (`timeout`); the step of the call's path.
+     *
+     *     Subject (the unit of ordering): `call:<callId>`. Answer any 2xx within 15 seconds to acknowledge; anything else is retried (docs/events.md).
+     */
+    post: operations['receiveCallKeyEvent'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  'call.outcome': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * call.outcome (version 1)
+     * @description A flow's `outcome:` action ran.
+     *
+     *     Subject (the unit of ordering): `call:<callId>`. Answer any 2xx within 15 seconds to acknowledge; anything else is retried (docs/events.md).
+     */
+    post: operations['receiveCallOutcomeEvent'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  'call.ended': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * call.ended (version 1)
+     * @description A call ended (its menu hung up) or failed (its message was rejected, failed or expired), with its path, outcome and follow-ups.
+     *
+     *     Subject (the unit of ordering): `call:<callId>`. Answer any 2xx within 15 seconds to acknowledge; anything else is retried (docs/events.md).
+     */
+    post: operations['receiveCallEndedEvent'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  'inbound.viber': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * inbound.viber (version 1)
+     * @description A customer's Viber message arrived (a new row of GET /v1/inbound).
+     *
+     *     Subject (the unit of ordering): `inbound:<from>`. Answer any 2xx within 15 seconds to acknowledge; anything else is retried (docs/events.md).
+     */
+    post: operations['receiveInboundViberEvent'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  'endpoint.disabled': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * endpoint.disabled (version 1)
+     * @description Switchboard disabled an endpoint because every attempt to it kept failing.
+     *
+     *     Subject (the unit of ordering): `endpoint:<endpointId>`. Answer any 2xx within 15 seconds to acknowledge; anything else is retried (docs/events.md).
+     */
+    post: operations['receiveEndpointDisabledEvent'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  'flow.notify': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * flow.notify (version 1)
+     * @description A flow's `notify: <endpoint>` action ran: the call's data, sent to that one endpoint only (whatever types it subscribes to).
+     *
+     *     Subject (the unit of ordering): `call:<callId>`. Answer any 2xx within 15 seconds to acknowledge; anything else is retried (docs/events.md).
+     */
+    post: operations['receiveFlowNotifyEvent'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+}
 export interface components {
   schemas: {
+    /** @description Every step of a message's timeline, as GET /v1/messages/{ref} shows it: queued, the provider's answer, each status from a callback or a poll, an expiry. Follow-ups and a call's own message included. */
+    MessageStatusEvent: {
+      /** @enum {string} */
+      type: 'message.status';
+      /**
+       * @description when the event was recorded (ISO 8601): the same on every attempt
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      timestamp: string;
+      data: components['schemas']['MessageStatusEventData'];
+    };
+    MessageStatusEventData: {
+      /**
+       * @description the message (GET /v1/messages/{ref})
+       * @example 0193f1c2-7b4e-7c1a-9f3d-2a6b8c0d1e2f
+       */
+      messageId: string;
+      /** @example order-42 */
+      customerMessageId: string;
+      /** @description the call, when the message is a call's own message or one of its follow-ups */
+      callId?: string;
+      /**
+       * @description the timeline step: a canonical status (queued, accepted, sent, delivered, read, rejected, failed, expired) or a vendor status kept verbatim; a step may leave the message where it was (a per-channel status, a failure with fallbacks left)
+       * @example delivered
+       */
+      status: string;
+      /**
+       * @description the event's own time (ISO 8601)
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      at: string;
+      /**
+       * @description where the step came from, as on the timeline (TimelineEvent.source)
+       * @enum {string}
+       */
+      source: 'api' | 'dispatch' | 'provider' | 'callback' | 'poll' | 'call' | 'expiry';
+      /** @description the timeline event's detail, when it has one */
+      detail?: {
+        [key: string]: unknown;
+      };
+    };
+    /** @description A call was accepted by POST /v1/calls (or the console) and queued. */
+    CallStartedEvent: {
+      /** @enum {string} */
+      type: 'call.started';
+      /**
+       * @description when the event was recorded (ISO 8601): the same on every attempt
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      timestamp: string;
+      data: components['schemas']['CallStartedEventData'];
+    };
+    CallStartedEventData: {
+      /**
+       * @description the call (GET /v1/calls/{id})
+       * @example 0193f1c2-7b4e-7c1a-9f3d-2a6b8c0d1e2f
+       */
+      callId: string;
+      /**
+       * @description the flow id (flows/<id>.yaml)
+       * @example delivery
+       */
+      flow: string;
+      /** @description the flow version the call is pinned to (the compiled flow's hash) */
+      flowVersion: string;
+      /** @example +380501234567 */
+      to: string;
+      from: string;
+      /** @example uk */
+      lang: string;
+      vars: {
+        [key: string]: unknown;
+      };
+      /** @description the call's own speechcall message */
+      messageId: string;
+      /**
+       * @description when the call was accepted (ISO 8601)
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      at: string;
+    };
+    /** @description The caller's input was applied at a node: a key, or silence (`timeout`); the step of the call's path. */
+    CallKeyEvent: {
+      /** @enum {string} */
+      type: 'call.key';
+      /**
+       * @description when the event was recorded (ISO 8601): the same on every attempt
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      timestamp: string;
+      data: components['schemas']['CallKeyEventData'];
+    };
+    CallKeyEventData: {
+      /** @description the unrolled menu node (a retry or revisit has its own) */
+      node: string;
+      /** @example main */
+      menu: string;
+      /** @description 1 for the first play, 2 for the first retry, ... */
+      attempt: number;
+      /**
+       * @description the key whose actions ran: one the menu handles, or `wrong`
+       * @example 1
+       */
+      key: string;
+      /**
+       * @description the call (GET /v1/calls/{id})
+       * @example 0193f1c2-7b4e-7c1a-9f3d-2a6b8c0d1e2f
+       */
+      callId: string;
+      /**
+       * @description the flow id (flows/<id>.yaml)
+       * @example delivery
+       */
+      flow: string;
+      /**
+       * @description what the caller did: the key pressed (`0`-`9`, `*`, `#`), or `timeout` (silence). Absent only on a `wrong` step of a call whose menu did not tell the two apart
+       * @example 1
+       */
+      input?: string;
+      /**
+       * @description when the key was applied (ISO 8601)
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      at: string;
+    };
+    /** @description A flow's `outcome:` action ran. */
+    CallOutcomeEvent: {
+      /** @enum {string} */
+      type: 'call.outcome';
+      /**
+       * @description when the event was recorded (ISO 8601): the same on every attempt
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      timestamp: string;
+      data: components['schemas']['CallOutcomeEventData'];
+    };
+    CallOutcomeEventData: {
+      /**
+       * @description the call (GET /v1/calls/{id})
+       * @example 0193f1c2-7b4e-7c1a-9f3d-2a6b8c0d1e2f
+       */
+      callId: string;
+      /**
+       * @description the flow id (flows/<id>.yaml)
+       * @example delivery
+       */
+      flow: string;
+      /** @example confirmed */
+      outcome: string;
+      /**
+       * @description when the outcome was recorded (ISO 8601)
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      at: string;
+    };
+    /** @description A call ended (its menu hung up) or failed (its message was rejected, failed or expired), with its path, outcome and follow-ups. */
+    CallEndedEvent: {
+      /** @enum {string} */
+      type: 'call.ended';
+      /**
+       * @description when the event was recorded (ISO 8601): the same on every attempt
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      timestamp: string;
+      data: components['schemas']['CallEndedEventData'];
+    };
+    CallEndedEventData: {
+      /**
+       * @description the call (GET /v1/calls/{id})
+       * @example 0193f1c2-7b4e-7c1a-9f3d-2a6b8c0d1e2f
+       */
+      callId: string;
+      /**
+       * @description the flow id (flows/<id>.yaml)
+       * @example delivery
+       */
+      flow: string;
+      /** @description the flow version the call is pinned to (the compiled flow's hash) */
+      flowVersion: string;
+      /** @example +380501234567 */
+      to: string;
+      /**
+       * @description ended (the menu ran to its end) or failed (its message was rejected, failed or expired)
+       * @enum {string}
+       */
+      state: 'ended' | 'failed';
+      outcome: string | null;
+      /** @description every key whose actions ran, in order */
+      path: components['schemas']['CallPathStep'][];
+      /** @description the call's follow-up messages, as stored when it ended (in customerMessageId order) */
+      followUps: components['schemas']['CallFollowUp'][];
+      /**
+       * @description when the call ended (endedAt) (ISO 8601)
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      at: string;
+    };
+    CallPathStep: {
+      /** @description the unrolled menu node (a retry or revisit has its own) */
+      node: string;
+      /** @example main */
+      menu: string;
+      /** @description 1 for the first play, 2 for the first retry, ... */
+      attempt: number;
+      /**
+       * @description the key whose actions ran: one the menu handles, or `wrong`
+       * @example 1
+       */
+      key: string;
+      /**
+       * @description on a `wrong` step, what the caller did: `timeout` (silence) or the key pressed that this menu does not handle (`7`). Absent on other steps (`key` is the input), and on `wrong` steps of calls whose menu did not yet tell the two apart
+       * @example timeout
+       */
+      input?: string;
+      at: string;
+    };
+    CallFollowUp: {
+      id: string;
+      /** @example 0193f1c2-7b4e-7c1a-9f3d-2a6b8c0d1e2f:main:1:1 */
+      customerMessageId: string;
+      /** @example sms */
+      type: string;
+      /** @enum {string} */
+      status:
+        | 'queued'
+        | 'accepted'
+        | 'sent'
+        | 'delivered'
+        | 'read'
+        | 'rejected'
+        | 'failed'
+        | 'expired';
+    };
+    /** @description A customer's Viber message arrived (a new row of GET /v1/inbound). */
+    InboundViberEvent: {
+      /** @enum {string} */
+      type: 'inbound.viber';
+      /**
+       * @description when the event was recorded (ISO 8601): the same on every attempt
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      timestamp: string;
+      data: components['schemas']['InboundViberEventData'];
+    };
+    InboundViberEventData: {
+      /** @description the row of GET /v1/inbound */
+      id: string;
+      /** @enum {string} */
+      channel: 'viber';
+      /** @example +380501234567 */
+      from: string;
+      to: string | null;
+      /** @example STOP */
+      text: string | null;
+      providerMessageId: string | null;
+      /**
+       * @description when the customer sent it (ISO 8601)
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      at: string;
+      /**
+       * @description when Switchboard stored it (ISO 8601)
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      receivedAt: string;
+    };
+    /** @description Switchboard disabled an endpoint because every attempt to it kept failing. */
+    EndpointDisabledEvent: {
+      /** @enum {string} */
+      type: 'endpoint.disabled';
+      /**
+       * @description when the event was recorded (ISO 8601): the same on every attempt
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      timestamp: string;
+      data: components['schemas']['EndpointDisabledEventData'];
+    };
+    EndpointDisabledEventData: {
+      /** @example ep_2x8Kf0aQ */
+      endpointId: string;
+      name: string | null;
+      /** @example https://crm.example.org/switchboard */
+      url: string;
+      /** @description why, in words (disabled_reason) */
+      reason: string;
+      /**
+       * @description since when every attempt to it failed (ISO 8601)
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      failingSince: string;
+      /**
+       * @description when it was disabled (ISO 8601)
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      at: string;
+    };
+    /** @description A flow's `notify: <endpoint>` action ran: the call's data, sent to that one endpoint only (whatever types it subscribes to). */
+    FlowNotifyEvent: {
+      /** @enum {string} */
+      type: 'flow.notify';
+      /**
+       * @description when the event was recorded (ISO 8601): the same on every attempt
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      timestamp: string;
+      data: components['schemas']['FlowNotifyEventData'];
+    };
+    FlowNotifyEventData: {
+      /**
+       * @description the call (GET /v1/calls/{id})
+       * @example 0193f1c2-7b4e-7c1a-9f3d-2a6b8c0d1e2f
+       */
+      callId: string;
+      /**
+       * @description the flow id (flows/<id>.yaml)
+       * @example delivery
+       */
+      flow: string;
+      /** @description the flow version the call is pinned to (the compiled flow's hash) */
+      flowVersion: string;
+      /** @description the node whose key ran the `notify:` action; null for an `on:` reaction (a status, a timer) */
+      node: string | null;
+      /**
+       * @description the endpoint name the action names
+       * @example crm
+       */
+      endpoint: string;
+      /** @example +380501234567 */
+      to: string;
+      /** @description the call's vars */
+      vars: {
+        [key: string]: unknown;
+      };
+      /**
+       * @description the action's own `data:`, its `{{param}}` templates rendered; absent when it has none
+       * @example {
+       *       "source": "ivr"
+       *     }
+       */
+      data?: {
+        [key: string]: unknown;
+      };
+      /** @description the keys whose actions ran so far, this one last (their times are on the call's timeline) */
+      path: {
+        /** @description the unrolled menu node (a retry or revisit has its own) */
+        node: string;
+        /** @example main */
+        menu: string;
+        /** @description 1 for the first play, 2 for the first retry, ... */
+        attempt: number;
+        /**
+         * @description the key whose actions ran: one the menu handles, or `wrong`
+         * @example 1
+         */
+        key: string;
+        /**
+         * @description on a `wrong` step, what the caller did: `timeout` (silence) or the key pressed that this menu does not handle (`7`). Absent on other steps (`key` is the input), and on `wrong` steps of calls whose menu did not yet tell the two apart
+         * @example timeout
+         */
+        input?: string;
+      }[];
+      /** @description the outcome as the step leaves it: the last `outcome:` so far, of this key's list too; null if none */
+      outcome: string | null;
+      /**
+       * @description when the action ran (the key, status or timer was applied) (ISO 8601)
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      at: string;
+    };
     Status: {
       status: string;
     };
@@ -466,7 +1140,9 @@ export interface components {
         | 'SEND_TEXT'
         | 'SEND_CASCADE'
         | 'MENU_LIMIT'
-        | 'PROVIDER_MENU';
+        | 'PROVIDER_MENU'
+        | 'UNKNOWN_EVENT_TYPE'
+        | 'ADDRESS_NOT_ALLOWED';
       message: string;
       /** @description JSON_SYNTAX only: line of the first error, from 1 */
       line?: number;
@@ -734,6 +1410,8 @@ export interface components {
       rawCallbacks: number;
       /** @description raw callback bodies about others too, kept with the number and its message ids cut out */
       rawCallbacksRedacted: number;
+      /** @description events for your endpoints about the number's calls and messages, or mentioning it anywhere in their data, with their deliveries and attempts */
+      outgoingEvents: number;
       /** @description records the built-in provider sandbox forgot: its messages, calls, callbacks, incoming messages, scripts and bot users that mention the number (0 against the real provider) */
       sandbox: number;
     };
@@ -834,25 +1512,6 @@ export interface components {
       messages: components['schemas']['CallMessage'][];
       timeline: components['schemas']['CallTimelineEvent'][];
     };
-    CallPathStep: {
-      /** @description the unrolled menu node (a retry or revisit has its own) */
-      node: string;
-      /** @example main */
-      menu: string;
-      /** @description 1 for the first play, 2 for the first retry, ... */
-      attempt: number;
-      /**
-       * @description the key whose actions ran: one the menu handles, or `wrong`
-       * @example 1
-       */
-      key: string;
-      /**
-       * @description on a `wrong` step, what the caller did: `timeout` (silence) or the key pressed that this menu does not handle (`7`). Absent on other steps (`key` is the input), and on `wrong` steps of calls whose menu did not yet tell the two apart
-       * @example timeout
-       */
-      input?: string;
-      at: string;
-    };
     CallMessage: {
       id: string;
       customerMessageId: string;
@@ -865,7 +1524,7 @@ export interface components {
       createdAt: string;
     };
     CallTimelineEvent: {
-      /** @description key, outcome, follow-up, follow-up-rejected, webhook, hangup, status, held, ignored, timer-started, timer-cancelled, timer-fired */
+      /** @description key, outcome, follow-up, follow-up-rejected, webhook, notify, notify-skipped (no enabled endpoint has the name: detail.reason), hangup, status, held, ignored, timer-started, timer-cancelled, timer-fired */
       kind: string;
       at: string;
       node: string | null;
@@ -1036,12 +1695,16 @@ export interface components {
       requestId: string;
       changes: components['schemas']['AuditChanges'];
     };
-    /** @description what the request created or removed, by kind; empty when it changed nothing */
+    /** @description what the request created, changed or removed, by kind; empty when it changed nothing */
     AuditChanges: {
       created?: {
         [key: string]: components['schemas']['AuditItems'];
       };
       removed?: {
+        [key: string]: components['schemas']['AuditItems'];
+      };
+      /** @description what it modified in place: an endpoint's settings or secret, deliveries queued again */
+      changed?: {
         [key: string]: components['schemas']['AuditItems'];
       };
       /** @description items of the request refused one by one */
@@ -1054,6 +1717,245 @@ export interface components {
       /** @description the ids, when there are at most 20 */
       ids?: string[];
       names?: string[];
+    };
+    EndpointWithSecret: {
+      /** @example ep_4fQ9xk2LmB7wZr1c */
+      id: string;
+      name: string | null;
+      url: string;
+      description: string;
+      /** @description the event types it receives; null: every type */
+      events: string[] | null;
+      enabled: boolean;
+      rateLimit: number | null;
+      ordered: boolean;
+      /**
+       * @description `file`: declared in ENDPOINTS_FILE, read-only through the API
+       * @enum {string}
+       */
+      source: 'api' | 'file';
+      /** @description the secrets that sign each request now, newest first (never the secrets themselves) */
+      secrets: {
+        /** @description when it stops signing; null: the newest, no end */
+        expiresAt: string | null;
+      }[];
+      /** @description since when every attempt to it has failed; null: the last one worked */
+      failingSince: string | null;
+      /** @description why Switchboard disabled it (it kept failing, or it left ENDPOINTS_FILE); null otherwise */
+      disabledReason: string | null;
+      createdAt: string;
+      updatedAt: string;
+      /**
+       * @description the new signing secret (`whsec_` and base64): shown this once, never again
+       * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+       */
+      secret: string;
+    };
+    /**
+     * @example {
+     *       "url": "https://crm.example.com/hooks/switchboard",
+     *       "name": "crm",
+     *       "events": [
+     *         "call.ended"
+     *       ]
+     *     }
+     */
+    CreateEndpoint: {
+      /**
+       * @description where events are POSTed: http(s), no credentials, not a private or loopback address (unless OUTBOUND_ALLOW_PRIVATE=true)
+       * @example https://crm.example.com/hooks/switchboard
+       */
+      url: string;
+      /**
+       * @description a short unique name: what a flow's `notify:` names
+       * @example crm
+       */
+      name?: string;
+      /** @example CRM: call outcomes */
+      description?: string;
+      /**
+       * @description the event types it receives; absent or null: every type, new ones too
+       * @example [
+       *       "call.ended",
+       *       "message.status"
+       *     ]
+       */
+      events?: string[] | null;
+      enabled?: boolean;
+      /**
+       * @description at most this many requests per second to it; null: no limit
+       * @example 20
+       */
+      rateLimit?: number | null;
+      /** @description one subject's events (one call's, one message's) are sent in the order they happened: the next waits while one is retried */
+      ordered?: boolean;
+    };
+    EndpointList: {
+      items: components['schemas']['Endpoint'][];
+    };
+    Endpoint: {
+      /** @example ep_4fQ9xk2LmB7wZr1c */
+      id: string;
+      name: string | null;
+      url: string;
+      description: string;
+      /** @description the event types it receives; null: every type */
+      events: string[] | null;
+      enabled: boolean;
+      rateLimit: number | null;
+      ordered: boolean;
+      /**
+       * @description `file`: declared in ENDPOINTS_FILE, read-only through the API
+       * @enum {string}
+       */
+      source: 'api' | 'file';
+      /** @description the secrets that sign each request now, newest first (never the secrets themselves) */
+      secrets: {
+        /** @description when it stops signing; null: the newest, no end */
+        expiresAt: string | null;
+      }[];
+      /** @description since when every attempt to it has failed; null: the last one worked */
+      failingSince: string | null;
+      /** @description why Switchboard disabled it (it kept failing, or it left ENDPOINTS_FILE); null otherwise */
+      disabledReason: string | null;
+      createdAt: string;
+      updatedAt: string;
+    };
+    /**
+     * @example {
+     *       "enabled": true,
+     *       "events": null
+     *     }
+     */
+    UpdateEndpoint: {
+      /**
+       * @description where events are POSTed: http(s), no credentials, not a private or loopback address (unless OUTBOUND_ALLOW_PRIVATE=true)
+       * @example https://crm.example.com/hooks/switchboard
+       */
+      url?: string;
+      /**
+       * @description a short unique name: what a flow's `notify:` names
+       * @example crm
+       */
+      name?: string | null;
+      /** @example CRM: call outcomes */
+      description?: string;
+      /**
+       * @description the event types it receives; absent or null: every type, new ones too
+       * @example [
+       *       "call.ended",
+       *       "message.status"
+       *     ]
+       */
+      events?: string[] | null;
+      /** @description true also clears a disabling by Switchboard (disabledReason) */
+      enabled?: boolean;
+      /**
+       * @description at most this many requests per second to it; null: no limit
+       * @example 20
+       */
+      rateLimit?: number | null;
+      /** @description one subject's events (one call's, one message's) are sent in the order they happened: the next waits while one is retried */
+      ordered?: boolean;
+    };
+    RotateEndpointSecret: {
+      /**
+       * @description how long the old secrets keep signing
+       * @example 3600
+       */
+      overlapSeconds?: number;
+    };
+    DeliveryAttemptPage: {
+      items: components['schemas']['DeliveryAttempt'][];
+      /** @description pass as `cursor` for the next page */
+      nextCursor: string | null;
+    };
+    DeliveryAttempt: {
+      id: number;
+      /**
+       * @description the `webhook-id` the request carried
+       * @example evt_0193f1c27b4e7c1a9f3d2a6b8c0d1e2f
+       */
+      eventId: string;
+      /** @example call.ended */
+      type: string;
+      deliveryId: number;
+      at: string;
+      /** @enum {string} */
+      status: 'succeeded' | 'failed';
+      /** @description the endpoint's HTTP status; null: no answer (timeout, refused) */
+      responseStatus: number | null;
+      /** @description the start of the endpoint's answer (capped) */
+      responseBody: string | null;
+      durationMs: number;
+      /** @description why it failed when no answer came */
+      error: string | null;
+      /**
+       * @description `replay`: made because someone replayed the event
+       * @enum {string}
+       */
+      trigger: 'scheduled' | 'replay';
+    };
+    EventDeliveryPage: {
+      items: components['schemas']['EventDelivery'][];
+      /** @description pass as `cursor` for the next page */
+      nextCursor: string | null;
+    };
+    EventDelivery: {
+      id: number;
+      /** @example evt_0193f1c27b4e7c1a9f3d2a6b8c0d1e2f */
+      eventId: string;
+      type: string;
+      /** @example call:0193f1c2-7b4e-7c1a-9f3d-2a6b8c0d1e2f */
+      subject: string;
+      /**
+       * @description `exhausted`: every attempt of the schedule failed (replay sends it again)
+       * @enum {string}
+       */
+      state: 'pending' | 'delivered' | 'exhausted';
+      /** @description attempts since it was queued or replayed */
+      attempts: number;
+      /** @description the next attempt not before this (when pending) */
+      nextAt: string;
+      lastAttemptAt: string | null;
+      deliveredAt: string | null;
+      /** @description the event's time */
+      createdAt: string;
+    };
+    ReplayedEvent: {
+      /** @example evt_0193f1c27b4e7c1a9f3d2a6b8c0d1e2f */
+      eventId: string;
+      /** @description the deliveries queued again, one per endpoint */
+      requeued: {
+        endpointId: string;
+        deliveryId: number;
+      }[];
+    };
+    ReplayEvent: {
+      /**
+       * @description an endpoint's id or name
+       * @example crm
+       */
+      endpoint?: string;
+    };
+    ReplayedFailures: {
+      endpointId: string;
+      /** @description how many deliveries were queued again */
+      requeued: number;
+      /** @description true: more than 10000 matched; the same request again takes the next ones */
+      more: boolean;
+    };
+    /**
+     * @example {
+     *       "since": "2026-03-01T00:00:00Z"
+     *     }
+     */
+    ReplayFailedDeliveries: {
+      /**
+       * Format: date-time
+       * @description events at or after this (ISO 8601)
+       */
+      since: string;
     };
     HookAnswer: {
       /** @enum {boolean} */
@@ -3453,6 +4355,1552 @@ export interface operations {
       };
     };
   };
+  listEndpoints: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the endpoints */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['EndpointList'];
+        };
+      };
+      /** @description the request is not valid (INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the token may not do this (INSUFFICIENT_SCOPE) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INSUFFICIENT_SCOPE';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  createEndpoint: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description 1 to 255 printable ASCII characters. The first answer to a request with this key is kept for 24 hours and given again (with `Idempotent-Replayed: true`) to a repeat of the same request; the same key with another request is a 409 IDEMPOTENCY_KEY_REUSED, and while the first is running a 409 IDEMPOTENCY_KEY_IN_USE. */
+        'Idempotency-Key'?: string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['CreateEndpoint'];
+      };
+    };
+    responses: {
+      /** @description made: `secret` is shown this once */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['EndpointWithSecret'];
+        };
+      };
+      /** @description bad url (or an address the outbound policy refuses), unknown event type (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the token may not do this (INSUFFICIENT_SCOPE) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INSUFFICIENT_SCOPE';
+            };
+          };
+        };
+      };
+      /** @description another endpoint has that name (CONFLICT, IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_USE) */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'CONFLICT' | 'IDEMPOTENCY_KEY_REUSED' | 'IDEMPOTENCY_KEY_IN_USE';
+            };
+          };
+        };
+      };
+      /** @description the body is too large (PAYLOAD_TOO_LARGE) */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'PAYLOAD_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the body is not JSON in UTF-8 (UNSUPPORTED_MEDIA_TYPE) */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNSUPPORTED_MEDIA_TYPE';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  getEndpoint: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the endpoint */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Endpoint'];
+        };
+      };
+      /** @description the request is not valid (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the token may not do this (INSUFFICIENT_SCOPE) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INSUFFICIENT_SCOPE';
+            };
+          };
+        };
+      };
+      /** @description no such endpoint (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  deleteEndpoint: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description deleted: what it was */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Endpoint'];
+        };
+      };
+      /** @description the request is not valid (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the token may not do this (INSUFFICIENT_SCOPE) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INSUFFICIENT_SCOPE';
+            };
+          };
+        };
+      };
+      /** @description no such endpoint (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description declared in ENDPOINTS_FILE: remove it from the file (ENDPOINT_READ_ONLY) */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'ENDPOINT_READ_ONLY';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  updateEndpoint: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['UpdateEndpoint'];
+      };
+    };
+    responses: {
+      /** @description changed */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Endpoint'];
+        };
+      };
+      /** @description bad url (or an address the outbound policy refuses), unknown event type (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the token may not do this (INSUFFICIENT_SCOPE) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INSUFFICIENT_SCOPE';
+            };
+          };
+        };
+      };
+      /** @description no such endpoint (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description another endpoint has that name, or this one is declared in ENDPOINTS_FILE (CONFLICT, ENDPOINT_READ_ONLY) */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'CONFLICT' | 'ENDPOINT_READ_ONLY';
+            };
+          };
+        };
+      };
+      /** @description the body is too large (PAYLOAD_TOO_LARGE) */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'PAYLOAD_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the body is not JSON in UTF-8 (UNSUPPORTED_MEDIA_TYPE) */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNSUPPORTED_MEDIA_TYPE';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  rotateEndpointSecret: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description 1 to 255 printable ASCII characters. The first answer to a request with this key is kept for 24 hours and given again (with `Idempotent-Replayed: true`) to a repeat of the same request; the same key with another request is a 409 IDEMPOTENCY_KEY_REUSED, and while the first is running a 409 IDEMPOTENCY_KEY_IN_USE. */
+        'Idempotency-Key'?: string;
+      };
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: {
+      content: {
+        'application/json': components['schemas']['RotateEndpointSecret'];
+      };
+    };
+    responses: {
+      /** @description rotated: `secret` is the new one, shown this once */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['EndpointWithSecret'];
+        };
+      };
+      /** @description bad overlap (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the token may not do this (INSUFFICIENT_SCOPE) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INSUFFICIENT_SCOPE';
+            };
+          };
+        };
+      };
+      /** @description no such endpoint (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description declared in ENDPOINTS_FILE: change the secret in its environment variable (IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_USE, ENDPOINT_READ_ONLY) */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'IDEMPOTENCY_KEY_REUSED' | 'IDEMPOTENCY_KEY_IN_USE' | 'ENDPOINT_READ_ONLY';
+            };
+          };
+        };
+      };
+      /** @description the body is too large (PAYLOAD_TOO_LARGE) */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'PAYLOAD_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the body is not JSON in UTF-8 (UNSUPPORTED_MEDIA_TYPE) */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNSUPPORTED_MEDIA_TYPE';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  listEndpointAttempts: {
+    parameters: {
+      query?: {
+        status?: 'succeeded' | 'failed';
+        limit?: number;
+        /** @description nextCursor of the previous page */
+        cursor?: string;
+      };
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description a page */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['DeliveryAttemptPage'];
+        };
+      };
+      /** @description bad filter or cursor (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description no such endpoint (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  listEndpointDeliveries: {
+    parameters: {
+      query?: {
+        state?: 'pending' | 'delivered' | 'exhausted';
+        limit?: number;
+        /** @description nextCursor of the previous page */
+        cursor?: string;
+      };
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description a page */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['EventDeliveryPage'];
+        };
+      };
+      /** @description bad filter or cursor (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description no such endpoint (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  replayEvent: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description 1 to 255 printable ASCII characters. The first answer to a request with this key is kept for 24 hours and given again (with `Idempotent-Replayed: true`) to a repeat of the same request; the same key with another request is a 409 IDEMPOTENCY_KEY_REUSED, and while the first is running a 409 IDEMPOTENCY_KEY_IN_USE. */
+        'Idempotency-Key'?: string;
+      };
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: {
+      content: {
+        'application/json': components['schemas']['ReplayEvent'];
+      };
+    };
+    responses: {
+      /** @description queued again */
+      202: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ReplayedEvent'];
+        };
+      };
+      /** @description the request is not valid (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the token may not do this (INSUFFICIENT_SCOPE) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INSUFFICIENT_SCOPE';
+            };
+          };
+        };
+      };
+      /** @description no such event, or no such endpoint (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description conflicts with an earlier request (IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_USE) */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'IDEMPOTENCY_KEY_REUSED' | 'IDEMPOTENCY_KEY_IN_USE';
+            };
+          };
+        };
+      };
+      /** @description the body is too large (PAYLOAD_TOO_LARGE) */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'PAYLOAD_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the body is not JSON in UTF-8 (UNSUPPORTED_MEDIA_TYPE) */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNSUPPORTED_MEDIA_TYPE';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  replayFailedDeliveries: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description 1 to 255 printable ASCII characters. The first answer to a request with this key is kept for 24 hours and given again (with `Idempotent-Replayed: true`) to a repeat of the same request; the same key with another request is a 409 IDEMPOTENCY_KEY_REUSED, and while the first is running a 409 IDEMPOTENCY_KEY_IN_USE. */
+        'Idempotency-Key'?: string;
+      };
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['ReplayFailedDeliveries'];
+      };
+    };
+    responses: {
+      /** @description queued again */
+      202: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ReplayedFailures'];
+        };
+      };
+      /** @description bad time (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the token may not do this (INSUFFICIENT_SCOPE) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INSUFFICIENT_SCOPE';
+            };
+          };
+        };
+      };
+      /** @description no such endpoint (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description conflicts with an earlier request (IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_USE) */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'IDEMPOTENCY_KEY_REUSED' | 'IDEMPOTENCY_KEY_IN_USE';
+            };
+          };
+        };
+      };
+      /** @description the body is too large (PAYLOAD_TOO_LARGE) */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'PAYLOAD_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the body is not JSON in UTF-8 (UNSUPPORTED_MEDIA_TYPE) */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNSUPPORTED_MEDIA_TYPE';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
   receiveDeliveryStatus: {
     parameters: {
       query?: never;
@@ -3819,6 +6267,294 @@ export interface operations {
             };
           };
         };
+      };
+    };
+  };
+  receiveMessageStatusEvent: {
+    parameters: {
+      query?: never;
+      header: {
+        /** @description the event id (`evt_` and 32 hex digits): the same on every attempt and replay; deduplicate by it */
+        'webhook-id': string;
+        /** @description seconds since the epoch when this attempt was signed; part of what is signed */
+        'webhook-timestamp': string;
+        /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`, with the endpoint's secret (after `whsec_`, base64-decoded); several space-separated while a rotated secret still signs */
+        'webhook-signature': string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['MessageStatusEvent'];
+      };
+    };
+    responses: {
+      /** @description received (any 2xx) */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description refused: retried on the schedule, like any other non-2xx answer */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+    };
+  };
+  receiveCallStartedEvent: {
+    parameters: {
+      query?: never;
+      header: {
+        /** @description the event id (`evt_` and 32 hex digits): the same on every attempt and replay; deduplicate by it */
+        'webhook-id': string;
+        /** @description seconds since the epoch when this attempt was signed; part of what is signed */
+        'webhook-timestamp': string;
+        /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`, with the endpoint's secret (after `whsec_`, base64-decoded); several space-separated while a rotated secret still signs */
+        'webhook-signature': string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['CallStartedEvent'];
+      };
+    };
+    responses: {
+      /** @description received (any 2xx) */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description refused: retried on the schedule, like any other non-2xx answer */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+    };
+  };
+  receiveCallKeyEvent: {
+    parameters: {
+      query?: never;
+      header: {
+        /** @description the event id (`evt_` and 32 hex digits): the same on every attempt and replay; deduplicate by it */
+        'webhook-id': string;
+        /** @description seconds since the epoch when this attempt was signed; part of what is signed */
+        'webhook-timestamp': string;
+        /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`, with the endpoint's secret (after `whsec_`, base64-decoded); several space-separated while a rotated secret still signs */
+        'webhook-signature': string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['CallKeyEvent'];
+      };
+    };
+    responses: {
+      /** @description received (any 2xx) */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description refused: retried on the schedule, like any other non-2xx answer */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+    };
+  };
+  receiveCallOutcomeEvent: {
+    parameters: {
+      query?: never;
+      header: {
+        /** @description the event id (`evt_` and 32 hex digits): the same on every attempt and replay; deduplicate by it */
+        'webhook-id': string;
+        /** @description seconds since the epoch when this attempt was signed; part of what is signed */
+        'webhook-timestamp': string;
+        /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`, with the endpoint's secret (after `whsec_`, base64-decoded); several space-separated while a rotated secret still signs */
+        'webhook-signature': string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['CallOutcomeEvent'];
+      };
+    };
+    responses: {
+      /** @description received (any 2xx) */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description refused: retried on the schedule, like any other non-2xx answer */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+    };
+  };
+  receiveCallEndedEvent: {
+    parameters: {
+      query?: never;
+      header: {
+        /** @description the event id (`evt_` and 32 hex digits): the same on every attempt and replay; deduplicate by it */
+        'webhook-id': string;
+        /** @description seconds since the epoch when this attempt was signed; part of what is signed */
+        'webhook-timestamp': string;
+        /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`, with the endpoint's secret (after `whsec_`, base64-decoded); several space-separated while a rotated secret still signs */
+        'webhook-signature': string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['CallEndedEvent'];
+      };
+    };
+    responses: {
+      /** @description received (any 2xx) */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description refused: retried on the schedule, like any other non-2xx answer */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+    };
+  };
+  receiveInboundViberEvent: {
+    parameters: {
+      query?: never;
+      header: {
+        /** @description the event id (`evt_` and 32 hex digits): the same on every attempt and replay; deduplicate by it */
+        'webhook-id': string;
+        /** @description seconds since the epoch when this attempt was signed; part of what is signed */
+        'webhook-timestamp': string;
+        /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`, with the endpoint's secret (after `whsec_`, base64-decoded); several space-separated while a rotated secret still signs */
+        'webhook-signature': string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['InboundViberEvent'];
+      };
+    };
+    responses: {
+      /** @description received (any 2xx) */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description refused: retried on the schedule, like any other non-2xx answer */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+    };
+  };
+  receiveEndpointDisabledEvent: {
+    parameters: {
+      query?: never;
+      header: {
+        /** @description the event id (`evt_` and 32 hex digits): the same on every attempt and replay; deduplicate by it */
+        'webhook-id': string;
+        /** @description seconds since the epoch when this attempt was signed; part of what is signed */
+        'webhook-timestamp': string;
+        /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`, with the endpoint's secret (after `whsec_`, base64-decoded); several space-separated while a rotated secret still signs */
+        'webhook-signature': string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['EndpointDisabledEvent'];
+      };
+    };
+    responses: {
+      /** @description received (any 2xx) */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description refused: retried on the schedule, like any other non-2xx answer */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+    };
+  };
+  receiveFlowNotifyEvent: {
+    parameters: {
+      query?: never;
+      header: {
+        /** @description the event id (`evt_` and 32 hex digits): the same on every attempt and replay; deduplicate by it */
+        'webhook-id': string;
+        /** @description seconds since the epoch when this attempt was signed; part of what is signed */
+        'webhook-timestamp': string;
+        /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`, with the endpoint's secret (after `whsec_`, base64-decoded); several space-separated while a rotated secret still signs */
+        'webhook-signature': string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['FlowNotifyEvent'];
+      };
+    };
+    responses: {
+      /** @description received (any 2xx) */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description refused: retried on the schedule, like any other non-2xx answer */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
       };
     };
   };

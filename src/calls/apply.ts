@@ -3,7 +3,8 @@
  * (write-plan.ts), unless the event shares its transaction's plan (then the transaction
  * writes it once, after its last event).
  */
-import type { Tx } from '../db/client.ts';
+import type { Db, Tx } from '../db/client.ts';
+import { subscriptionsOf } from '../events/subscriptions.ts';
 import type { FlowEffect } from '../flows/index.ts';
 import type { KeyCall, LockedCall } from './call-rows.ts';
 import { decideKey, decideStart, decideStatus, decideTimer, type KeyResult } from './decide.ts';
@@ -24,7 +25,7 @@ export function applyKey(
 /** A status of the call's own message; written at once unless given the transaction's plan. */
 export async function applyStatus(
   tx: Tx,
-  deps: RuntimeDeps,
+  deps: RuntimeDeps & { db: Db },
   call: LockedCall,
   status: string,
   shared?: CallPlan,
@@ -32,13 +33,13 @@ export async function applyStatus(
   const now = deps.clock.now();
   const plan = shared ?? createCallPlan(now);
   decideStatus(deps, plan, call, status, now);
-  return { queued: shared ? 0 : await writePlan(tx, plan) };
+  return { queued: shared ? 0 : await writePlan(tx, plan, subscriptionsOf(deps.db)) };
 }
 
 /** A durable timer came due; written at once unless given the transaction's plan. */
 export async function applyTimer(
   tx: Tx,
-  deps: RuntimeDeps,
+  deps: RuntimeDeps & { db: Db },
   call: LockedCall,
   timer: string,
   shared?: CallPlan,
@@ -46,18 +47,18 @@ export async function applyTimer(
   const now = deps.clock.now();
   const plan = shared ?? createCallPlan(now);
   const handled = decideTimer(deps, plan, call, timer, now);
-  return { queued: shared ? 0 : await writePlan(tx, plan), handled };
+  return { queued: shared ? 0 : await writePlan(tx, plan, subscriptionsOf(deps.db)), handled };
 }
 
 /** The first effects of a new call other than its timers; written at once. */
 export async function runStartEffects(
   tx: Tx,
-  deps: RuntimeDeps,
+  deps: RuntimeDeps & { db: Db },
   row: { id: string; flowId: string },
   effects: FlowEffect[],
 ): Promise<void> {
   const now = deps.clock.now();
   const plan = createCallPlan(now);
   decideStart(deps, plan, row, effects, now);
-  await writePlan(tx, plan);
+  await writePlan(tx, plan, subscriptionsOf(deps.db));
 }

@@ -7,7 +7,8 @@ import type { CallRow } from '../db/schema/index.ts';
 import type { FlowEffect } from '../flows/index.ts';
 import { prepareMessages } from '../messages/submit.ts';
 import type { CallState } from './deps.ts';
-import { addEvent, addFollowUp, addStats, type CallPlan, setTimer } from './plan.ts';
+import { NOTIFY_EVENT, notifyData } from './notify.ts';
+import { addEvent, addFollowUp, addNotify, addStats, type CallPlan, setTimer } from './plan.ts';
 import { type StatEntry, WRONG_INPUT_METRIC } from './stats.ts';
 
 export interface CallStatus {
@@ -88,6 +89,22 @@ export function planEffects(
         });
         break;
       }
+      case 'notify':
+        // the event's data is the call as this transition leaves it; the writer records it
+        addNotify(plan, {
+          callId,
+          endpoint: effect.endpoint,
+          data: notifyData(callId, effect, now),
+          at: now,
+          event: {
+            callId,
+            kind: NOTIFY_EVENT,
+            node: effect.node,
+            detail: { endpoint: effect.endpoint },
+            at: now,
+          },
+        });
+        break;
       case 'providerWebhook':
         addEvent(plan, { callId, kind: 'webhook', detail: { url: effect.url }, at: now });
         break;

@@ -17,6 +17,19 @@ export interface PlannedFollowUp {
   event: CallEventRow & { detail: Record<string, unknown> };
 }
 
+/**
+ * A flow's `notify:` action: the `flow.notify` event for the named endpoint and the call event
+ * that records it (the writer turns it into a `notify-skipped` problem when no enabled
+ * endpoint has that name).
+ */
+export interface PlannedNotify {
+  callId: string;
+  endpoint: string;
+  data: Record<string, unknown>;
+  at: Date;
+  event: CallEventRow & { detail: Record<string, unknown> };
+}
+
 /** A call's timers: all dropped first (`dropAll`), then each named one set or dropped (null). */
 export interface PlannedTimers {
   dropAll: boolean;
@@ -29,6 +42,8 @@ export interface CallPlan {
   /** call events, in the order they happened (follow-ups' events among them) */
   readonly events: CallEventRow[];
   readonly followUps: PlannedFollowUp[];
+  /** `flow.notify` events to record, in the order they happened */
+  readonly notifies: PlannedNotify[];
   /** held webhooks to store, and stored ones (by id) to delete */
   readonly heldAdded: HeldWebhook[];
   readonly heldReleased: number[];
@@ -46,6 +61,7 @@ export function createCallPlan(now: Date): CallPlan {
     now,
     events: [],
     followUps: [],
+    notifies: [],
     heldAdded: [],
     heldReleased: [],
     timers: new Map(),
@@ -77,6 +93,11 @@ export function addEvent(plan: CallPlan, event: CallEventRow): void {
 export function addFollowUp(plan: CallPlan, followUp: PlannedFollowUp): void {
   plan.events.push(followUp.event);
   plan.followUps.push(followUp);
+}
+
+export function addNotify(plan: CallPlan, notify: PlannedNotify): void {
+  plan.events.push(notify.event);
+  plan.notifies.push(notify);
 }
 
 export function addStats(plan: CallPlan, flowId: string, entries: StatEntry[]): void {

@@ -55,7 +55,7 @@ export const CallTimelineEvent = z
   .object({
     kind: z.string().meta({
       description:
-        'key, outcome, follow-up, follow-up-rejected, webhook, hangup, status, held, ignored, timer-started, timer-cancelled, timer-fired',
+        'key, outcome, follow-up, follow-up-rejected, webhook, notify, notify-skipped (no enabled endpoint has the name: detail.reason), hangup, status, held, ignored, timer-started, timer-cancelled, timer-fired',
     }),
     at: z.string(),
     node: z.string().nullable(),

@@ -7,6 +7,7 @@ import { inArray } from 'drizzle-orm';
 import { groupCommit } from '../db/group-commit.ts';
 import { inbox } from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
+import { subscriptionsOf } from '../events/subscriptions.ts';
 import { dedupKey, type RawCallback } from '../messages/inbox.ts';
 import { applyKey } from './apply.ts';
 import { lockedCalls, readHeld } from './call-rows.ts';
@@ -75,7 +76,7 @@ async function ingestVerified(
       answers.push({ duplicate: false, result, callId, node, key });
     }
     if (forget.length > 0) await tx.delete(inbox).where(inArray(inbox.id, forget));
-    queued = await writePlan(tx, plan);
+    queued = await writePlan(tx, plan, subscriptionsOf(deps.db));
     return answers;
   });
   return { answers, queued };

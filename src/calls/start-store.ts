@@ -1,6 +1,12 @@
-/** Started calls stored: their version pinned, messages, rows, first events and timers. */
+/**
+ * Started calls stored: their version pinned, messages, rows, first events and timers, and
+ * their `call.started` events when an endpoint wants them (one statement more, then only).
+ */
 import type { Tx } from '../db/client.ts';
 import { callEvents, calls, callTimers, flowVersions } from '../db/schema/index.ts';
+import { recordEvents } from '../events/record.ts';
+import { subscriptionsOf } from '../events/subscriptions.ts';
+import type { EventData } from '../events/types.ts';
 import type { CompiledFlow } from '../flows/index.ts';
 import { storeMessages } from '../messages/submit.ts';
 import { runStartEffects } from './apply.ts';
@@ -15,6 +21,22 @@ export async function pinVersion(tx: Tx, compiled: CompiledFlow): Promise<void> 
     .onConflictDoNothing();
 }
 
+/** A new call's `call.started` event (src/events/types.ts). */
+function startedEvent(row: typeof calls.$inferInsert & { id: string; createdAt: Date }) {
+  const data: EventData<'call.started'> = {
+    callId: row.id,
+    flow: row.flowId,
+    flowVersion: row.flowVersion,
+    to: row.to,
+    from: row.from,
+    lang: row.lang,
+    vars: row.vars as Record<string, unknown>,
+    messageId: row.messageId!,
+    at: row.createdAt.toISOString(),
+  };
+  return { type: 'call.started', subject: `call:${row.id}`, data, at: row.createdAt };
+}
+
 /**
  * Stores prepared calls of one flow in a few set-based statements: their messages, events and
  * outbox rows, the call rows, and the first effects (the no-response timer).
@@ -26,10 +48,12 @@ export async function storeCalls(
   items: { p: PreparedCall; input: { to: string; from: string } }[],
   now: Date,
 ) {
+  const subs = subscriptionsOf(deps.db);
   await storeMessages(
     tx,
     items.map((i) => i.p.message),
     now,
+    subs.wants('message.status'),
   );
   const rows = items.map(({ p, input }) => ({
     id: p.id,
@@ -48,6 +72,7 @@ export async function storeCalls(
     updatedAt: now,
   }));
   for (let i = 0; i < rows.length; i += 500) await tx.insert(calls).values(rows.slice(i, i + 500));
+  if (subs.wants('call.started')) await recordEvents(tx, rows.map(startedEvent));
   // a new call's only effects are timers: written in bulk; anything else goes the long way
   const timers: (typeof callTimers.$inferInsert)[] = [];
   const events: (typeof callEvents.$inferInsert)[] = [];

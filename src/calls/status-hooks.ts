@@ -6,6 +6,7 @@
 import { and, eq, inArray } from 'drizzle-orm';
 import type { Tx } from '../db/client.ts';
 import { messages } from '../db/schema/index.ts';
+import { subscriptionsOf } from '../events/subscriptions.ts';
 import type { RecordResult } from '../messages/timeline.ts';
 import { applyStatus } from './apply.ts';
 import { type LockedCall, lockCall } from './call-rows.ts';
@@ -57,6 +58,6 @@ export function callDispatchHook(deps: EventDeps) {
       // the message's status may already be further on (a callback outran the answer)
       if (call) await applyStatus(tx, deps, call, status.get(m.id)!, plan);
     }
-    await writePlan(tx, plan);
+    await writePlan(tx, plan, subscriptionsOf(deps.db));
   };
 }

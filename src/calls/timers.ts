@@ -2,6 +2,7 @@
 import { asc, eq, lte, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { callTimers } from '../db/schema/index.ts';
+import { subscriptionsOf } from '../events/subscriptions.ts';
 import { applyTimer } from './apply.ts';
 import type { EventDeps } from './deps.ts';
 import { createCallPlan } from './plan.ts';
@@ -27,7 +28,7 @@ export async function fireDueTimers(deps: EventDeps, limit = 100): Promise<numbe
       if (!call) continue;
       await applyTimer(tx, deps, call, t.timer, plan);
     }
-    queued = await writePlan(tx, plan);
+    queued = await writePlan(tx, plan, subscriptionsOf(deps.db));
     return due.length;
   });
   if (queued > 0) deps.onQueued?.();

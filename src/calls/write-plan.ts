@@ -13,20 +13,27 @@
  * - `timers_set`, `timers_all`, `timers_drop`: timers set (the fire time replaced when the
  *   call has one of that name), all of a call's dropped, some dropped by name.
  * - `saved`: the calls' new snapshots, states, outcomes and times.
+ * - `ev_*` (src/events/record.ts, with `subs` and only when an endpoint wants them): the
+ *   plan's `call.key`, `call.outcome`, `call.ended` and follow-ups' `message.status` events.
  * - `stats`: the flows' counters, last and in key order (rows every call of a flow updates:
  *   taken as late as possible, concurrent transactions queue for them).
+ *
+ * A plan with `notify:` actions then records their events, one statement each (notify.ts).
  *
  * Rows of big tables are found by `= any(array(...))`, an index lookup: the planner counts a
  * JSON parameter's rows as 100 and would rather scan a table of a few thousand rows whole.
  */
 import { type SQL, sql } from 'drizzle-orm';
 import { executePrepared, type Tx } from '../db/client.ts';
+import { callPlanEvents } from '../events/sources.ts';
+import type { Subscriptions } from '../events/subscriptions.ts';
 import { messageInserts } from '../messages/submit.ts';
+import { writeNotifies } from './notify.ts';
 import type { CallEventRow, CallPlan } from './plan.ts';
 import { flowStatsUpsert } from './stats.ts';
 
 /** Writes the plan (before its transaction commits); returns how many follow-ups it queued. */
-export async function writePlan(tx: Tx, plan: CallPlan): Promise<number> {
+export async function writePlan(tx: Tx, plan: CallPlan, subs?: Subscriptions): Promise<number> {
   const parts: SQL[] = [];
   const followUps = plan.followUps.length > 0;
   if (followUps)
@@ -34,6 +41,7 @@ export async function writePlan(tx: Tx, plan: CallPlan): Promise<number> {
       messageInserts(
         plan.followUps.map((f) => f.prepared),
         plan.now,
+        subs?.wants('message.status'),
       ),
     );
   if (plan.heldReleased.length > 0)
@@ -44,12 +52,17 @@ export async function writePlan(tx: Tx, plan: CallPlan): Promise<number> {
   if (plan.events.length > 0) parts.push(eventInserts(plan, followUps));
   parts.push(...timerWrites(plan));
   if (plan.rows.size > 0) parts.push(rowUpdates(plan));
+  // what the plan reports to endpoints, only when one wants it (after saved_rows: it reads it)
+  const events = subs && callPlanEvents(plan, subs, { saved: plan.rows.size > 0, msg: followUps });
+  if (events) parts.push(events);
   if (plan.stats.size > 0) parts.push(sql`stats as (${flowStatsUpsert(plan.stats)})`);
   if (parts.length === 0) return 0;
   const rows = await executePrepared<{ id: string }>(
     tx,
     sql`with ${sql.join(parts, sql`, `)} ${followUps ? sql`select id from msg` : sql`select null as id where false`}`,
   );
+  // after the step's own events, so an endpoint's deliveries of this call stay in step order
+  if (plan.notifies.length > 0) await writeNotifies(tx, plan);
   return rows.length;
 }
 

@@ -341,6 +341,10 @@ function describeSimulation(compiled: CompiledFlow, sim: Simulation): string {
     lines.push('webhooks the provider calls:');
     for (const w of m.providerWebhooks) lines.push(`  POST ${w.url}`);
   }
+  if (m.notifies.length > 0) {
+    lines.push('endpoints notified (flow.notify):');
+    for (const n of m.notifies) lines.push(`  ${n.endpoint}  at ${n.node}`);
+  }
   const other = sim.reactions.filter((e) => e.type !== 'send');
   if (other.length > 0) {
     lines.push('reactions to statuses and timers:');

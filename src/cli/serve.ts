@@ -8,6 +8,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { ConfigError, loadConfig } from '../config.ts';
 import { DataDirLockedError } from '../db/data-dir-lock.ts';
+import { EndpointsFileError } from '../events/endpoints-file.ts';
 import { createLogger } from '../logger.ts';
 import { nextSteps, startServer } from '../server.ts';
 import { startTracing, tracingConfigured } from '../tracing.ts';
@@ -90,7 +91,7 @@ export async function runServe(
   try {
     server = await startServer(config, logger);
   } catch (err) {
-    if (err instanceof DataDirLockedError) {
+    if (err instanceof DataDirLockedError || err instanceof EndpointsFileError) {
       // one line naming the other process and what to do, not a stack trace
       process.stderr.write(`switchboard: ${err.message}\n`);
       process.exit(1);

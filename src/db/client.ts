@@ -45,6 +45,12 @@ export interface Database {
    * as a dedicated connection: a leader that dies loses it, and another takes it over.
    */
   createLeaderLock(key: number): LeaderLock;
+  /**
+   * Calls `onNotify` on each NOTIFY on `channel` (delivered after the notifying transaction
+   * commits, from any process); answers the function that stops listening. On Postgres it
+   * holds a connection of its own, reconnected by postgres.js after a loss.
+   */
+  listen(channel: string, onNotify: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
   /** the underlying PGlite instance, when embedded (tests dump and load its data dir) */
   readonly pglite?: PGlite;
@@ -106,6 +112,12 @@ async function openPglite(client: PGlite, lock?: DataDirLock): Promise<Database>
     // PGlite is one connection in one process: there is nobody else to exclude.
     withExclusiveLock: (_key, fn) => fn(db),
     createLeaderLock: () => ({ tryAcquire: async () => !client.closed, release: async () => {} }),
+    async listen(channel, onNotify) {
+      const stop = await client.listen(channel, () => onNotify());
+      return async () => {
+        if (!client.closed) await stop();
+      };
+    },
     async close() {
       try {
         if (!client.closed) await client.close();
@@ -172,6 +184,12 @@ async function openPostgres(url: string, max: number): Promise<Database> {
           }
         },
         release: drop,
+      };
+    },
+    async listen(channel, onNotify) {
+      const { unlisten } = await client.listen(channel, () => onNotify());
+      return async () => {
+        await unlisten().catch(() => {});
       };
     },
     async close() {

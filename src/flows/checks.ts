@@ -319,6 +319,9 @@ function templatedStrings(flow: FlowDefinition): Array<{ path: IssuePath; text: 
     if (typeof action !== 'object') continue;
     if ('send' in action) out.push(...walkStrings(action.send, [...path, 'send']));
     if ('webhook' in action) out.push(...walkStrings(action.webhook, [...path, 'webhook']));
+    // the endpoint's name is a slug, never a template; only its extra data is rendered
+    if ('notify' in action && typeof action.notify === 'object' && action.notify.data)
+      out.push(...walkStrings(action.notify.data, [...path, 'notify', 'data']));
   }
   return out;
 }

@@ -197,10 +197,10 @@ export function sortKeysDeep<T>(value: T): T {
   return out as T;
 }
 
-/** The flow with what its author wrote freely (messages, webhooks) key-sorted. */
+/** The flow with what its author wrote freely (messages, webhooks, notify data) key-sorted. */
 function canonicalSources(flow: FlowDefinition): FlowDefinition {
   const action = <A extends Action | ReactionAction>(a: A): A =>
-    typeof a === 'object' && ('send' in a || 'webhook' in a) ? sortKeysDeep(a) : a;
+    typeof a === 'object' && ('send' in a || 'webhook' in a || 'notify' in a) ? sortKeysDeep(a) : a;
   const menus: FlowDefinition['menus'] = {};
   for (const [name, menu] of Object.entries(flow.menus)) {
     const keys: NonNullable<Menu['keys']> = {};

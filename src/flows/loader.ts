@@ -238,8 +238,8 @@ export async function loadFlows(dir: string, opts: CompileOptions = {}): Promise
   return flows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
-/** The source offset of a path into the document (as deep as it exists). */
-function locate(root: YamlNode | null, path: IssuePath, atKey: boolean): number {
+/** The source offset of a path into the document (as deep as it exists); also ENDPOINTS_FILE's. */
+export function locate(root: YamlNode | null, path: IssuePath, atKey: boolean): number {
   let node: YamlNode | null = root;
   let offset = root?.range?.[0] ?? 0;
   for (let i = 0; i < path.length && node; i++) {
@@ -379,8 +379,10 @@ function describeAction(
   root: unknown,
 ): RawIssue[] {
   const kinds =
-    place === 'menu' ? ['hangup', 'goto', 'outcome', 'send', 'webhook'] : ['outcome', 'send'];
-  const allowed = `${place === 'on' ? 'a reaction records an outcome or sends a message' : 'an action is hangup, or one of goto, outcome, send, webhook'}`;
+    place === 'menu'
+      ? ['hangup', 'goto', 'outcome', 'send', 'webhook', 'notify']
+      : ['outcome', 'send', 'notify'];
+  const allowed = `${place === 'on' ? 'a reaction records an outcome, sends a message or notifies an endpoint' : 'an action is hangup, or one of goto, outcome, send, webhook, notify'}`;
   const fail = (message: string): RawIssue[] => [
     { rule: 'INVALID_ACTION', severity: 'error', path, message },
   ];

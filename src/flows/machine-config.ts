@@ -25,6 +25,11 @@ export type ConfigAction =
     }
   | { type: 'outcome'; params: { name: string } }
   | { type: 'send'; params: { id: string; message: SendMessage } }
+  /** `node`: the node whose key ran it; null for an `on:` reaction */
+  | {
+      type: 'notify';
+      params: { endpoint: string; node: string | null; data?: Record<string, unknown> };
+    }
   | {
       type: 'providerWebhook';
       params: { url: string; body?: Record<string, unknown>; headers?: Record<string, string> };
@@ -57,8 +62,15 @@ export interface FlowMachineConfig {
   on: { STATUS: ConfigTransition[]; TIMER: ConfigTransition[] };
 }
 
-/** Effects of one action list; `id` prefixes follow-up ids (`<id>:<index>`). */
-function effects(actions: readonly CompiledAction[], id: string): ConfigAction[] {
+/**
+ * Effects of one action list; `id` prefixes follow-up ids (`<id>:<index>`), `node` is the
+ * node whose key runs it (null for a reaction).
+ */
+function effects(
+  actions: readonly CompiledAction[],
+  id: string,
+  node: string | null = null,
+): ConfigAction[] {
   const out: ConfigAction[] = [];
   actions.forEach((action, i) => {
     switch (action.type) {
@@ -73,6 +85,16 @@ function effects(actions: readonly CompiledAction[], id: string): ConfigAction[]
         out.push({ type: 'providerWebhook', params });
         break;
       }
+      case 'notify':
+        out.push({
+          type: 'notify',
+          params: {
+            endpoint: action.endpoint,
+            node,
+            ...(action.data ? { data: action.data } : {}),
+          },
+        });
+        break;
       case 'goto':
       case 'hangup':
         break;
@@ -112,7 +134,7 @@ export function buildMachineConfig(
       // The start node is never entered again (every goto to it closes a cycle), so its keys
       // are the only possible first key: that is where the no-response timer stops.
       if (timer && node === start) out.push({ type: 'cancelTimer', params: { timer } });
-      out.push(...effects(actions, `${node.id}:${key}`));
+      out.push(...effects(actions, `${node.id}:${key}`, node.id));
       if (last.type === 'hangup') out.push({ type: 'hangup', params: { node: node.id } });
       transitions.push({
         guard:
@@ -189,6 +211,7 @@ export const EFFECT_TYPES = new Set([
   'outcome',
   'send',
   'providerWebhook',
+  'notify',
   'hangup',
   'startTimer',
   'cancelTimer',

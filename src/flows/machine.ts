@@ -108,6 +108,24 @@ export type FlowEffect =
   | { type: 'outcome'; name: string }
   /** Queue a follow-up; `id` (`<node>:<key>:<index>`, `on:<status>:<index>`) is unique within the call. */
   | { type: 'send'; id: string; message: RenderedMessage }
+  /**
+   * Record a `flow.notify` event for the endpoint of that name: `node` is the node whose key
+   * ran it (null for a reaction), `data` the action's extra fields rendered, and the call's
+   * path, outcome, `to` and vars as the transition leaves them.
+   */
+  | {
+      type: 'notify';
+      endpoint: string;
+      /** the flow and the version the call is pinned to */
+      flow: string;
+      flowVersion: string;
+      node: string | null;
+      data?: Record<string, unknown>;
+      path: PathStep[];
+      outcome: string | null;
+      to: string | null;
+      vars: Record<string, unknown>;
+    }
   /** The provider called this URL itself; for the timeline only, never call it. */
   | {
       type: 'providerWebhook';
@@ -159,6 +177,7 @@ const flowSetup = setup({
     outcome: (_: unknown, _p: { name: string }) => noop(),
     send: (_: unknown, _p: { id: string; message: RenderedMessage }) => noop(),
     providerWebhook: (_: unknown, _p: { url: string }) => noop(),
+    notify: (_: unknown, _p: { endpoint: string }) => noop(),
     hangup: (_: unknown, _p: { node: string }) => noop(),
     startTimer: (_: unknown, _p: { timer: string; afterMs: number }) => noop(),
     cancelTimer: (_: unknown, _p: { timer: string }) => noop(),
@@ -195,14 +214,21 @@ function reduce(
         break;
       case 'send':
       case 'providerWebhook':
+      case 'notify':
         break;
     }
   }
   return next;
 }
 
-/** xstate actions of one config action list: the context update, then each effect. */
-function toActions(actions: readonly ConfigAction[]): unknown[] {
+/**
+ * xstate actions of one config action list: the context update, then each effect. `flow`:
+ * the compiled flow's id and version, which a notify effect names.
+ */
+function toActions(
+  actions: readonly ConfigAction[],
+  flow: Pick<CompiledFlow, 'id' | 'version'>,
+): unknown[] {
   const out: unknown[] = [
     assign(({ context, event }: { context: FlowContext; event: FlowEvent }) =>
       reduce(context, actions, event),
@@ -225,6 +251,24 @@ function toActions(actions: readonly ConfigAction[]): unknown[] {
         type: 'step',
         params: ({ event }: { event: FlowEvent }) => pathStep(params, event),
       });
+    } else if (action.type === 'notify') {
+      const { endpoint, node, data } = action.params;
+      // the context here is the one the transition's assign (first) left: path and outcome
+      // include this key's step and every outcome of its list
+      out.push({
+        type: 'notify',
+        params: ({ context }: { context: FlowContext }) => ({
+          endpoint,
+          flow: flow.id,
+          flowVersion: flow.version,
+          node,
+          ...(data ? { data: renderDeep(data, context.vars) } : {}),
+          path: context.path,
+          outcome: context.outcome,
+          to: context.to,
+          vars: context.vars,
+        }),
+      });
     } else if (action.type === 'providerWebhook') {
       const params = action.params;
       out.push({
@@ -238,11 +282,14 @@ function toActions(actions: readonly ConfigAction[]): unknown[] {
   return out;
 }
 
-function toTransition(t: ConfigTransition): Record<string, unknown> {
+function toTransition(
+  t: ConfigTransition,
+  flow: Pick<CompiledFlow, 'id' | 'version'>,
+): Record<string, unknown> {
   return {
     guard: t.guard,
     ...(t.target !== undefined ? { target: t.target } : {}),
-    actions: toActions(t.actions),
+    actions: toActions(t.actions, flow),
   };
 }
 
@@ -257,7 +304,9 @@ export function createFlowMachine(compiled: CompiledFlow) {
   const config = compiled.machineConfig;
   const states: Record<string, unknown> = {};
   for (const [id, state] of Object.entries(config.states)) {
-    states[id] = state.on ? { on: { KEY: state.on.KEY.map(toTransition) } } : {};
+    states[id] = state.on
+      ? { on: { KEY: state.on.KEY.map((t) => toTransition(t, compiled)) } }
+      : {};
   }
   const machineConfig = {
     id: config.id,
@@ -273,11 +322,11 @@ export function createFlowMachine(compiled: CompiledFlow) {
       timers: [],
       ended: false,
     }),
-    entry: toActions(config.entry),
+    entry: toActions(config.entry, compiled),
     states,
     on: {
-      STATUS: config.on.STATUS.map(toTransition),
-      TIMER: config.on.TIMER.map(toTransition),
+      STATUS: config.on.STATUS.map((t) => toTransition(t, compiled)),
+      TIMER: config.on.TIMER.map((t) => toTransition(t, compiled)),
     },
   };
   // The states are built from data, so their names cannot be known to the type checker;

@@ -52,13 +52,17 @@ export function keyLabel(key: NodeKey): string {
   return key === 'wrong' ? 'timeout / wrong' : key;
 }
 
-/** What a key's or a reaction's actions do, as short labels (`outcome x`, `send sms`, `webhook`). */
+/**
+ * What a key's or a reaction's actions do, as short labels (`outcome x`, `send sms`,
+ * `webhook`, `notify crm`).
+ */
 export function effectLabel(actions: readonly CompiledAction[]): string[] {
   const out: string[] = [];
   for (const a of actions) {
     if (a.type === 'outcome') out.push(`outcome ${a.name}`);
     else if (a.type === 'send') out.push(`send ${a.message.type}`);
     else if (a.type === 'webhook') out.push('webhook');
+    else if (a.type === 'notify') out.push(`notify ${a.endpoint}`);
   }
   return out;
 }

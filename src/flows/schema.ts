@@ -190,12 +190,50 @@ export const WebhookSpec = z.union([
 ]);
 export type WebhookSpec = z.infer<typeof WebhookSpec>;
 
+/**
+ * The name of one of the user's endpoints (`/v1/endpoints`, ENDPOINTS_FILE), as `notify:`
+ * names it: a slug. Endpoints live in the database, so a flow may name one that does not
+ * exist yet; a call that reaches the action then records a problem instead. The same rule
+ * as the endpoints API's (src/events/endpoints.ts).
+ */
+export const ENDPOINT_NAME_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/;
+export const EndpointName = z
+  .string()
+  .regex(
+    ENDPOINT_NAME_PATTERN,
+    'an endpoint name is a slug: lower-case letters, digits and -, at most 64, not starting or ending with -',
+  )
+  .meta({
+    id: 'EndpointName',
+    description: 'The name of one of your endpoints (a slug, like `crm`).',
+    examples: ['crm'],
+  });
+
+export const NotifySpec = z
+  .union([
+    EndpointName,
+    z.strictObject({
+      endpoint: EndpointName,
+      data: z.record(z.string(), z.unknown()).optional().meta({
+        description:
+          "Extra fields sent with the call's data (`data.data`); strings may use `{{param}}` templates.",
+      }),
+    }),
+  ])
+  .meta({
+    id: 'NotifySpec',
+    description:
+      "Switchboard sends a signed, retried `flow.notify` event with the call's data to this endpoint.",
+  });
+export type NotifySpec = z.infer<typeof NotifySpec>;
+
 export const GotoAction = z.strictObject({ goto: MenuName });
 export const OutcomeAction = z.strictObject({ outcome: OutcomeName });
 export const SendAction = z.strictObject({ send: SendMessage });
 export const WebhookActionSpec = z.strictObject({
   webhook: WebhookSpec.meta({ description: 'Called by the provider itself, as given.' }),
 });
+export const NotifyAction = z.strictObject({ notify: NotifySpec });
 export const HangupActionSpec = z.literal('hangup');
 
 /** The action kinds by their key, so errors can name the one the author meant. */
@@ -204,10 +242,11 @@ export const ACTION_KINDS = {
   outcome: OutcomeAction,
   send: SendAction,
   webhook: WebhookActionSpec,
+  notify: NotifyAction,
 } as const;
 
 export const Action = z
-  .union([HangupActionSpec, GotoAction, OutcomeAction, SendAction, WebhookActionSpec])
+  .union([HangupActionSpec, GotoAction, OutcomeAction, SendAction, WebhookActionSpec, NotifyAction])
   .meta({ id: 'Action' });
 export type Action = z.infer<typeof Action>;
 
@@ -218,7 +257,7 @@ export const ActionList = z
 export type ActionList = z.infer<typeof ActionList>;
 
 /** What `on:` may do: the call is over or elsewhere, so no goto, hangup or menu webhook. */
-export const ReactionAction = z.union([OutcomeAction, SendAction]);
+export const ReactionAction = z.union([OutcomeAction, SendAction, NotifyAction]);
 export type ReactionAction = z.infer<typeof ReactionAction>;
 export const ReactionList = z.array(ReactionAction).min(1).meta({ id: 'ReactionList' });
 export type ReactionList = z.infer<typeof ReactionList>;

@@ -25,6 +25,7 @@ import {
   stepFlow,
 } from './machine.ts';
 import { type RenderedMessage, renderMenu, renderMessage, resolveLanguage } from './render.ts';
+import { renderDeep } from './template.ts';
 import { type NodeToken, signNodeToken, type TokenSecret, verifyNodeToken } from './token.ts';
 import { entryFor } from './unroll.ts';
 import { validateVars } from './vars.ts';
@@ -41,6 +42,12 @@ export interface SimulatedStep {
   input?: string;
 }
 
+export interface SimulatedNotify {
+  endpoint: string;
+  node: string;
+  data?: Record<string, unknown>;
+}
+
 export interface SimulationSide {
   /** Every key handled, in order. */
   path: SimulatedStep[];
@@ -48,6 +55,8 @@ export interface SimulationSide {
   sends: Array<{ id: string; message: RenderedMessage }>;
   /** Webhooks the provider calls itself (the flow's `webhook:` actions). */
   providerWebhooks: PostedWebhook[];
+  /** `notify:` actions run, in order: the endpoint, the node and the rendered extra data. */
+  notifies: SimulatedNotify[];
   /** True once the menu hung up. */
   ended: boolean;
   /** The node still waiting for a key, when not ended. */
@@ -154,6 +163,7 @@ function machineSide(
     outcome: null,
     sends: [],
     providerWebhooks: [],
+    notifies: [],
     ended: snapshot.context.ended,
     waitingAt: currentNode(snapshot),
     effects: all,
@@ -164,6 +174,10 @@ function machineSide(
       side.path.push(simulatedStep(effect.node, effect.key, effect.input));
     if (effect.type === 'outcome') side.outcome = effect.name;
     if (effect.type === 'send') side.sends.push({ id: effect.id, message: effect.message });
+    if (effect.type === 'notify' && effect.node !== null) {
+      const { endpoint, node, data } = effect;
+      side.notifies.push({ endpoint, node, ...(data ? { data } : {}) });
+    }
     if (effect.type === 'providerWebhook') {
       const { type: _, ...hook } = effect;
       side.providerWebhooks.push(hook);
@@ -197,6 +211,7 @@ function menuSide(
     outcome: null,
     sends: [],
     providerWebhooks: [],
+    notifies: [],
     ended: run.end === 'hangup',
     waitingAt: run.menu === null ? null : (compiled.nodes[run.menu]?.id ?? `#${run.menu}`),
     run,
@@ -233,6 +248,13 @@ function menuSide(
         side.sends.push({
           id: `${node.id}:${key}:${a}`,
           message: renderMessage(action.message, ctx),
+        });
+      }
+      if (action.type === 'notify') {
+        side.notifies.push({
+          endpoint: action.endpoint,
+          node: node.id,
+          ...(action.data ? { data: renderDeep(action.data, vars) } : {}),
         });
       }
     });
@@ -298,6 +320,7 @@ export function createSimulator(compiled: CompiledFlow): (opts: SimulateOptions)
     compare('outcomes', m.side.outcome, menuRun.outcome);
     compare('follow-ups', m.side.sends, menuRun.sends);
     compare('provider webhooks', m.side.providerWebhooks, menuRun.providerWebhooks);
+    compare('notifies', m.side.notifies, menuRun.notifies);
     compare('endings', m.side.ended, menuRun.ended);
     compare('waiting nodes', m.side.waitingAt, menuRun.waitingAt);
     compare('ignored keys', m.ignored, menuRun.run.ignored);

@@ -4,13 +4,22 @@
  * `verifyNodeToken`, and the key id inside lets secrets rotate: the new one signs, the old
  * ones keep verifying tokens already sent.
  *
- * Format: `v1.<keyId>.<base64url payload>.<base64url HMAC-SHA256 of "v1.<keyId>.<payload>">`.
+ * Format v2 (signed now): `v2.<keyId>.<base64url payload>.<tag>`, the tag the first 22
+ * characters of the base64url HMAC-SHA256 of `v2.<keyId>.<payload>` (the MAC truncated to its
+ * first 132 bits, as RFC 2104 section 5 allows; cut in its text, which costs nothing more than
+ * the whole), the payload binary: a form byte, the call (16 bytes when it is a UUID,
+ * else its UTF-8 with a length), zero padding to a multiple of 3 bytes, the node's UTF-8 with
+ * a length, then the key's UTF-8. A menu has an entry for every input of every node (156 for
+ * the appointment reminder), so the token is most of its size: ~69 characters instead of
+ * v1's ~153 (JSON `{"c","n","k"}` with the whole HMAC), which is still verified, so calls
+ * started before an upgrade keep working.
  *
  * @example
  * const token = signNodeToken({ callId, node: 'main', key: '1' }, { id: 'k2', key: secret });
  * verifyNodeToken(token, [{ id: 'k2', key: secret }, { id: 'k1', key: old }]); // { callId, node: 'main', key: '1' }
  */
 import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from 'node:crypto';
+import { isUuid } from '../ids.ts';
 
 export interface NodeToken {
   callId: string;
@@ -24,8 +33,12 @@ export interface TokenSecret {
   key: Buffer | string;
 }
 
-const VERSION = 'v1';
 const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
+/** Characters of the base64url HMAC-SHA256 a v2 token keeps: 132 of its 256 bits. */
+const TAG_CHARS = 22;
+/** The payload's first byte: how the call is written. */
+const CALL_UUID = 1;
+const CALL_TEXT = 2;
 
 // A call's menu carries one token per (node, key), dozens per call: the secret is imported
 // once as a KeyObject instead of on every HMAC (about half the cost of signing a token).
@@ -45,6 +58,52 @@ function keyObject(secret: TokenSecret): KeyObject {
 
 function mac(secret: TokenSecret, signed: string): Buffer {
   return createHmac('sha256', keyObject(secret)).update(signed).digest();
+}
+
+/** LEB128: 7 bits a byte, low first, the high bit set on all but the last. */
+function lengthPrefix(n: number): number[] {
+  const out: number[] = [];
+  do {
+    out.push((n & 0x7f) | (n > 0x7f ? 0x80 : 0));
+    n >>>= 7;
+  } while (n > 0);
+  return out;
+}
+
+function readLength(bytes: Buffer, at: number): [length: number, next: number] | null {
+  let n = 0;
+  for (let shift = 0; shift < 28; shift += 7) {
+    if (at >= bytes.length) return null;
+    const b = bytes[at++]!;
+    n |= (b & 0x7f) << shift;
+    if ((b & 0x80) === 0) return [n, at];
+  }
+  return null;
+}
+
+function utf8(text: string, what: string): Buffer {
+  const bytes = Buffer.from(text, 'utf8');
+  // a lone surrogate would come back as U+FFFD: a token must name exactly what was signed
+  if (bytes.toString('utf8') !== text) throw new Error(`a token's ${what} must be UTF-8 text`);
+  return bytes;
+}
+
+/** The call's part of the payload, padded with zeros to a multiple of 3 bytes. */
+function callPart(callId: string): Buffer {
+  let head: Buffer;
+  if (isUuid(callId) && callId === callId.toLowerCase()) {
+    head = Buffer.concat([Buffer.of(CALL_UUID), Buffer.from(callId.replaceAll('-', ''), 'hex')]);
+  } else {
+    const text = utf8(callId, 'call id');
+    head = Buffer.concat([Buffer.of(CALL_TEXT, ...lengthPrefix(text.length)), text]);
+  }
+  return Buffer.concat([head, Buffer.alloc((3 - (head.length % 3)) % 3)]);
+}
+
+/** The (node, key) part of the payload. */
+function inputPart(node: string, key: string): Buffer {
+  const n = utf8(node, 'node');
+  return Buffer.concat([Buffer.of(...lengthPrefix(n.length)), n, utf8(key, 'key')]);
 }
 
 /**
@@ -69,9 +128,7 @@ function payloadTail(node: string, key: string): string {
   let byKey = payloadTailsByNode.get(node);
   let tail = byKey?.get(key);
   if (tail !== undefined) return tail;
-  tail = Buffer.from(`"n":${JSON.stringify(node)},"k":${JSON.stringify(key)}}`).toString(
-    'base64url',
-  );
+  tail = inputPart(node, key).toString('base64url');
   if (payloadTailCount >= MAX_PAYLOAD_TAILS) {
     payloadTailsByNode.clear();
     payloadTailCount = 0;
@@ -87,11 +144,9 @@ function payloadTail(node: string, key: string): string {
 }
 
 /**
- * Signs the tokens of one call, its part of the payload encoded once. The payload's JSON is
- * padded with spaces after the call id to a multiple of 3 bytes, so its base64url is the
- * call's part followed by the (cached) encoding of the node's and key's: a call's dozens of
- * tokens cost an HMAC each and little else. The spaces are JSON whitespace, which
- * `verifyNodeToken` reads past (tokens signed before them verify as they did).
+ * Signs the tokens of one call, its part of the payload encoded once: that part is a multiple
+ * of 3 bytes, so the payload's base64url is the call's part followed by the (cached) encoding
+ * of the node's and key's, and a call's dozens of tokens cost an HMAC each and little else.
  *
  * @example
  * const sign = nodeTokenSigner(callId, secret);
@@ -103,39 +158,79 @@ export function nodeTokenSigner(
 ): (node: string, key: string) => string {
   if (!KEY_ID.test(secret.id))
     throw new Error(`token secret id "${secret.id}" must match ${KEY_ID}`);
-  const json = `{"c":${JSON.stringify(callId)},`;
-  const bytes = Buffer.byteLength(json);
-  const head = `${VERSION}.${secret.id}.${Buffer.from(json.padEnd(json.length + ((3 - (bytes % 3)) % 3))).toString('base64url')}`;
+  const head = `v2.${secret.id}.${callPart(callId).toString('base64url')}`;
   const key = keyObject(secret);
   return (node, nodeKey) => {
     const signed = head + payloadTail(node, nodeKey);
-    return `${signed}.${createHmac('sha256', key).update(signed).digest('base64url')}`;
+    const mac = createHmac('sha256', key).update(signed).digest('base64url');
+    return `${signed}.${mac.slice(0, TAG_CHARS)}`;
   };
 }
 
 /**
- * The (call, node, key) of a token signed by one of `secrets`; null for anything else.
+ * The (call, node, key) of a token signed by one of `secrets` (v2, or v1 from before it);
+ * null for anything else.
  *
  * @example
- * verifyNodeToken('v1.k1.bad.sig', secrets) // null
+ * verifyNodeToken('v2.k1.bad.sig', secrets) // null
  */
 export function verifyNodeToken(token: unknown, secrets: readonly TokenSecret[]): NodeToken | null {
   if (typeof token !== 'string' || token.length > 4096) return null;
   const parts = token.split('.');
   if (parts.length !== 4) return null;
   const [version, keyId, payload, signature] = parts as [string, string, string, string];
-  if (version !== VERSION) return null;
-  const given = Buffer.from(signature, 'base64url');
-  // base64url decoding forgives stray bits and characters; only the canonical spelling counts
-  if (given.toString('base64url') !== signature) return null;
+  if (version !== 'v2' && version !== 'v1') return null;
   const signed = `${version}.${keyId}.${payload}`;
   let valid = false;
-  for (const secret of secrets) {
-    if (secret.id !== keyId) continue;
-    const expected = mac(secret, signed);
-    if (given.length === expected.length && timingSafeEqual(given, expected)) valid = true;
+  if (version === 'v2') {
+    // the tag is compared as text: the first 22 characters of the MAC's base64url
+    const given = Buffer.from(signature);
+    if (given.length !== TAG_CHARS) return null;
+    for (const secret of secrets) {
+      if (secret.id !== keyId) continue;
+      const expected = Buffer.from(mac(secret, signed).toString('base64url').slice(0, TAG_CHARS));
+      if (timingSafeEqual(given, expected)) valid = true;
+    }
+  } else {
+    const given = Buffer.from(signature, 'base64url');
+    // base64url decoding forgives stray bits and characters; only the canonical spelling counts
+    if (given.toString('base64url') !== signature) return null;
+    for (const secret of secrets) {
+      if (secret.id !== keyId) continue;
+      const expected = mac(secret, signed);
+      if (given.length === expected.length && timingSafeEqual(given, expected)) valid = true;
+    }
   }
   if (!valid) return null;
+  return version === 'v2' ? readV2(payload) : readV1(payload);
+}
+
+function readV2(payload: string): NodeToken | null {
+  const bytes = Buffer.from(payload, 'base64url');
+  let at = 1;
+  let callId: string;
+  if (bytes[0] === CALL_UUID) {
+    if (bytes.length < 17) return null;
+    const hex = bytes.subarray(1, 17).toString('hex');
+    callId = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+    at = 17;
+  } else if (bytes[0] === CALL_TEXT) {
+    const length = readLength(bytes, at);
+    if (!length || length[1] + length[0] > bytes.length) return null;
+    callId = bytes.subarray(length[1], length[1] + length[0]).toString('utf8');
+    at = length[1] + length[0];
+  } else {
+    return null;
+  }
+  at += (3 - (at % 3)) % 3;
+  const nodeLength = readLength(bytes, at);
+  if (!nodeLength || nodeLength[1] + nodeLength[0] > bytes.length) return null;
+  const node = bytes.subarray(nodeLength[1], nodeLength[1] + nodeLength[0]).toString('utf8');
+  const key = bytes.subarray(nodeLength[1] + nodeLength[0]).toString('utf8');
+  return { callId, node, key };
+}
+
+function readV1(payload: string): NodeToken | null {
   try {
     const data: unknown = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
     if (typeof data !== 'object' || data === null) return null;

@@ -74,6 +74,8 @@ export type CompiledAction =
   | { type: 'hangup' }
   | { type: 'outcome'; name: string }
   | { type: 'send'; message: SendMessage }
+  /** ours, like outcome and send: a `flow.notify` event to the endpoint of that name */
+  | { type: 'notify'; endpoint: string; data?: Record<string, unknown> }
   | {
       type: 'webhook';
       url: string;
@@ -140,6 +142,11 @@ export function compileEffect(action: Exclude<Action, { goto: string }>): Compil
   if (action === 'hangup') return { type: 'hangup' };
   if ('outcome' in action) return { type: 'outcome', name: action.outcome };
   if ('send' in action) return { type: 'send', message: action.send };
+  if ('notify' in action) {
+    const spec = action.notify;
+    if (typeof spec === 'string') return { type: 'notify', endpoint: spec };
+    return { type: 'notify', endpoint: spec.endpoint, ...(spec.data ? { data: spec.data } : {}) };
+  }
   const spec = action.webhook;
   if (typeof spec === 'string') return { type: 'webhook', url: spec };
   return {

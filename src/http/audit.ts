@@ -39,6 +39,10 @@ export const AuditChanges = z
   .object({
     created: z.record(z.string(), AuditItems).optional(),
     removed: z.record(z.string(), AuditItems).optional(),
+    changed: z.record(z.string(), AuditItems).optional().meta({
+      description:
+        "what it modified in place: an endpoint's settings or secret, deliveries queued again",
+    }),
     rejected: z
       .record(z.string(), z.number().int().min(0))
       .optional()
@@ -46,7 +50,8 @@ export const AuditChanges = z
   })
   .meta({
     id: 'AuditChanges',
-    description: 'what the request created or removed, by kind; empty when it changed nothing',
+    description:
+      'what the request created, changed or removed, by kind; empty when it changed nothing',
   });
 export type AuditChanges = z.infer<typeof AuditChanges>;
 

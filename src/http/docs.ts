@@ -13,6 +13,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { Hono } from 'hono';
+import { EVENTS_TAG, registerEventWebhooks } from '../events/webhooks-doc.ts';
 import type { AppEnv } from './env.ts';
 import { IDEMPOTENCY_PARAMETER, takesIdempotencyKey } from './idempotency.ts';
 import { withErrorResponses } from './operation-errors.ts';
@@ -27,6 +28,11 @@ const TAGS = [
   { name: 'tokens', description: 'API tokens with scopes' },
   { name: 'audit', description: 'what was changed through the API, by which token' },
   { name: 'hooks', description: 'callbacks from the provider' },
+  {
+    name: 'endpoints',
+    description: 'your systems that receive events: their secrets, attempts and replays',
+  },
+  EVENTS_TAG,
 ];
 
 /** Every operation that takes an Idempotency-Key documents the header (in place). */
@@ -95,6 +101,8 @@ export function docsRoutes(api: OpenAPIHono<AppEnv>, opts: { version: string; pu
   const cache = new Map<string, Buffer>();
   const app = new Hono<AppEnv>();
   let document: ReturnType<typeof apiDocument> | undefined;
+  // the event catalog as the document's top-level `webhooks` (src/events/webhooks-doc.ts)
+  registerEventWebhooks(api.openAPIRegistry);
   app.get('/openapi.json', (c) => {
     document ??= apiDocument(api, opts);
     return c.json(document);

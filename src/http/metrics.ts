@@ -19,6 +19,10 @@ export interface Metrics {
   statusPolls: Counter;
   /** messages marked expired because no final status came by the end of their life */
   expired: Counter;
+  /** events delivered to the user's endpoints (a 2xx answer) */
+  eventsDelivered: Counter;
+  /** attempts to deliver an event that failed (retried on the schedule, or exhausted) */
+  eventAttemptsFailed: Counter;
   /** outbox rows waiting, read from the database at scrape time */
   outboxDepth: Gauge;
   /** calls by state, read from the database at scrape time */
@@ -75,6 +79,16 @@ export function createMetrics(readers?: MetricReaders): Metrics {
     expired: new Counter({
       name: 'switchboard_messages_expired_total',
       help: 'Messages marked expired: no final status by the end of their life and the margin',
+      registers: [registry],
+    }),
+    eventsDelivered: new Counter({
+      name: 'switchboard_events_delivered_total',
+      help: "Events delivered to the user's endpoints (answered 2xx)",
+      registers: [registry],
+    }),
+    eventAttemptsFailed: new Counter({
+      name: 'switchboard_event_delivery_attempts_failed_total',
+      help: "Failed attempts to deliver an event to the user's endpoints",
       registers: [registry],
     }),
     outboxDepth: new Gauge({

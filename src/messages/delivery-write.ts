@@ -76,6 +76,8 @@ export async function writeDeliveries(
   plan: DeliveryPlan,
   now: Date,
   onRecorded: OnRecorded | undefined,
+  /** record the steps' `message.status` events too (timeline-write.ts) */
+  events = false,
 ): Promise<void> {
   const at = now.toISOString();
   const write = sql`
@@ -85,7 +87,7 @@ export async function writeDeliveries(
                v.pending
         from jsonb_to_recordset(${JSON.stringify(plan.inbox)}::jsonb)
           as v(id bigint, key text, content_type text, body text, outcome jsonb, pending int)),
-      ${timelineSql(plan.timeline, at)},
+      ${timelineSql(plan.timeline, at, events)},
       pe as (
         insert into pending_events
           (inbox_id, customer_message_id, provider_message_id, status, detail, at, received_at)

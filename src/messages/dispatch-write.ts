@@ -2,15 +2,26 @@
  * The dispatcher's writes: the plan's outcomes rendered to SQL, inside the round's
  * transaction. It sends:
  * - `recordOutcomes`: one prepared statement per round, whatever its size, that moves the
- *   messages' statuses, adds their `dispatch` timeline events and deletes their outbox rows,
- *   so a recorded send can never be sent again;
+ *   messages' statuses, adds their `dispatch` timeline events (and their `message.status`
+ *   events when an endpoint wants them) and deletes their outbox rows, so a recorded send
+ *   can never be sent again;
  * - `postpone`: after a failed send, one statement that puts the rows back with a backoff.
  */
 import { sql } from 'drizzle-orm';
 import { executePrepared, type Tx } from '../db/client.ts';
+import { eventsFrom } from '../events/record.ts';
+import { messageStatusSource } from '../events/sources.ts';
 import type { Claimed } from './dispatch-claim.ts';
 import type { Outcome } from './dispatch-plan.ts';
 import { nextStatusSql } from './status.ts';
+
+/** `message.status` for the answers `u` recorded (it returns the message's ids). */
+function dispatchSource(at: string) {
+  return messageStatusSource(sql`select u.id as message_id, u.customer_message_id, u.call_id,
+      u.status, 'dispatch' as source, u.detail, ${at}::timestamptz as at,
+      ${at}::timestamptz as received_at
+    from u`);
+}
 
 /**
  * One outcome as a JSON object for `jsonb_to_recordset`, written directly rather than built
@@ -50,8 +61,16 @@ export function outcomeJson(o: Outcome): string {
   return `${row},"detail":{${detail.slice(1)}}}`;
 }
 
-/** Records the provider's answers for many messages in one set-based statement. */
-export async function recordOutcomes(tx: Tx, outcomes: Outcome[], now: Date): Promise<void> {
+/**
+ * Records the provider's answers for many messages in one set-based statement; with
+ * `events`, their `message.status` events too (src/events/record.ts), in the same statement.
+ */
+export async function recordOutcomes(
+  tx: Tx,
+  outcomes: Outcome[],
+  now: Date,
+  events = false,
+): Promise<void> {
   let list = '[';
   for (let i = 0; i < outcomes.length; i++) {
     if (i > 0) list += ',';
@@ -80,11 +99,12 @@ export async function recordOutcomes(tx: Tx, outcomes: Outcome[], now: Date): Pr
       where m.id = v."messageId"
       returning m.id, v."outboxId" as outbox_id, v.status,
         coalesce(v.detail, jsonb_build_object('messageId', v."providerMessageId",
-          'messagelistId', v."messagelistId", 'parts', v.parts)) as detail),
+          'messagelistId', v."messagelistId", 'parts', v.parts)) as detail
+        ${events ? sql`, m.customer_message_id, m.call_id` : sql``}),
     e as (
       insert into message_events (message_id, status, source, detail, at, received_at)
       select u.id, u.status, 'dispatch', u.detail, ${at}::timestamptz, ${at}::timestamptz
-      from u)
+      from u)${events ? sql`, ${eventsFrom(dispatchSource(at))}` : sql``}
     delete from outbox where id = any(array(select outbox_id from u))`,
   );
 }

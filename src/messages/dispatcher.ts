@@ -18,6 +18,7 @@
 import { sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
 import { type Db, rowsOf, type Tx } from '../db/client.ts';
+import { subscriptionsOf } from '../events/subscriptions.ts';
 import type { Logger } from '../logger.ts';
 import type { CascadeResult, EndpointCascadeMessageInput } from '../provider/cascade.ts';
 import type { Message, NormalisedMessagelistResponse } from '../provider/message.ts';
@@ -169,7 +170,7 @@ export async function dispatchOnce(
       }
     }
     if (outcomes.length > 0) {
-      await recordOutcomes(tx, outcomes, now);
+      await recordOutcomes(tx, outcomes, now, subscriptionsOf(deps.db).wants('message.status'));
       await deps.onRecorded?.(tx, outcomes);
     }
     const accepted = outcomes.filter((o) => o.status === 'accepted').length;

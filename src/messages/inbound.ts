@@ -6,6 +6,9 @@ import { and, desc, eq, gte, lt, type SQL } from 'drizzle-orm';
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import type { Db } from '../db/client.ts';
 import { inboundMessages, inbox } from '../db/schema/index.ts';
+import { recordEvents } from '../events/record.ts';
+import { subscriptionsOf } from '../events/subscriptions.ts';
+import type { EventData } from '../events/types.ts';
 import { uuidv7 } from '../ids.ts';
 import { isPhoneShape } from '../provider/message.ts';
 import { parseEventTime } from './delivery-parse.ts';
@@ -47,7 +50,8 @@ export function senderE164(from: string | number): string {
 }
 
 /**
- * POST /hooks/viber: store the body; an incoming message becomes a row of /v1/inbound. The
+ * POST /hooks/viber: store the body; an incoming message becomes a row of /v1/inbound (and an
+ * `inbound.viber` event, in the same transaction, when an endpoint wants it). The
  * provider's shape (`{idUuid, alphaName, phoneNumber, text, dt}`) and the condensed one
  * (`{messageId, from, to, text, timestamp}`) are both read; a message whose provider id was
  * stored before (a retry, even with another body) is not stored twice. A message that says
@@ -131,11 +135,30 @@ export async function ingestViber(deps: IngestDeps, raw: RawCallback): Promise<I
             .values(rows)
             .onConflictDoNothing()
             .returning({ id: inboundMessages.id });
+    if (stored.length > 0 && subscriptionsOf(deps.db).wants('inbound.viber')) {
+      const ids = new Set(stored.map((r) => r.id));
+      await recordEvents(tx, rows.filter((r) => ids.has(r.id)).map(viberEvent));
+    }
     const outcome = { events: rows.length, matched: stored.length, pending: 0, problems };
     await tx.update(inbox).set({ outcome }).where(eq(inbox.id, inboxId));
     // every message of the body was stored before, under its provider id: a retry
     return { duplicate: rows.length > 0 && stored.length === 0, inboxId, ...outcome };
   });
+}
+
+/** A stored message's `inbound.viber` event (src/events/types.ts): the row GET /v1/inbound lists. */
+function viberEvent(r: typeof inboundMessages.$inferInsert & { id: string; receivedAt: Date }) {
+  const data: EventData<'inbound.viber'> = {
+    id: r.id,
+    channel: 'viber',
+    from: r.from,
+    to: r.to ?? null,
+    text: r.text ?? null,
+    providerMessageId: r.providerMessageId ?? null,
+    at: r.at.toISOString(),
+    receivedAt: r.receivedAt.toISOString(),
+  };
+  return { type: 'inbound.viber', subject: `inbound:${r.from}`, data, at: r.receivedAt };
 }
 
 export interface InboundFilter {

@@ -20,6 +20,7 @@
 import { pipelinedTransaction } from '../db/client.ts';
 import { isUniqueViolation } from '../db/errors.ts';
 import { groupCommit } from '../db/group-commit.ts';
+import { subscriptionsOf } from '../events/subscriptions.ts';
 import { erasedFilter } from '../privacy/erased.ts';
 import { parseDeliveryBody } from './delivery-parse.ts';
 import { inboxIdsOf, type ParsedCallback, planDeliveries, unmatchedOf } from './delivery-plan.ts';
@@ -95,7 +96,11 @@ function storeBatch(
       ? await erasedFilter(tx, unmatchedOf(callbacks, inboxIds, locked))
       : () => false;
     const plan = planDeliveries(callbacks, { inboxIds, locked, isErased, now });
-    if (fresh) await writeDeliveries(tx, last, plan, now, deps.onRecorded);
+    if (fresh) {
+      // a Set lookup: with no endpoint that wants them, the statement is as it always was
+      const events = subscriptionsOf(deps.db).wants('message.status');
+      await writeDeliveries(tx, last, plan, now, deps.onRecorded, events);
+    }
     return plan.results;
   });
 }

@@ -8,6 +8,7 @@
 import { sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
 import { type Db, rowsOf } from '../db/client.ts';
+import { subscriptionsOf } from '../events/subscriptions.ts';
 import type { StatusMap } from './delivery-parse.ts';
 import { type PendingEvent, planAttach } from './delivery-plan.ts';
 import type { RawCallback } from './inbox.ts';
@@ -84,6 +85,7 @@ export async function attachPending(deps: IngestDeps, limit = 500): Promise<numb
     const plan = planAttach(pending, locked);
     await writeTimeline(tx, plan.timeline, now, {
       onRecorded: deps.onRecorded,
+      events: subscriptionsOf(deps.db).wants('message.status'),
       also: sql`pd as (
         delete from pending_events
         where id in (select k.v::bigint

@@ -22,6 +22,7 @@
 import { sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
 import { type Db, rowsOf, type Tx } from '../db/client.ts';
+import { subscriptionsOf } from '../events/subscriptions.ts';
 import type { Logger } from '../logger.ts';
 import { type DeliveryEvent, parseStatusRecord, type StatusMap } from './delivery-parse.ts';
 import { toNewEvent } from './delivery-plan.ts';
@@ -118,7 +119,10 @@ async function askAbout(deps: PollDeps, m: Due): Promise<void> {
     const events = newsOf(parsed.events, raw, locked, known, at);
     if (events.length === 0) return;
     const plan = planTimeline([locked], new Map([[m.id, events]]));
-    await writeTimeline(tx, plan, at, { onRecorded: deps.onRecorded });
+    await writeTimeline(tx, plan, at, {
+      onRecorded: deps.onRecorded,
+      events: subscriptionsOf(deps.db).wants('message.status'),
+    });
   });
 }
 
@@ -202,7 +206,10 @@ export async function expireOverdue(
     }
     // the planner takes messages in id order (the claim's is the expiry time's)
     const locked = [...rows].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    await writeTimeline(tx, planTimeline(locked, events), now, { onRecorded: deps.onRecorded });
+    await writeTimeline(tx, planTimeline(locked, events), now, {
+      onRecorded: deps.onRecorded,
+      events: subscriptionsOf(deps.db).wants('message.status'),
+    });
     return rows.length;
   });
 }

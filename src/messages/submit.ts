@@ -11,6 +11,9 @@ import type { Clock } from '../clock.ts';
 import { type Db, executePrepared, type Tx } from '../db/client.ts';
 import type { NewMessageRow } from '../db/schema/index.ts';
 import { type ErrorCode, type ErrorDetail, formatPath } from '../errors.ts';
+import { eventsFrom } from '../events/record.ts';
+import { QUEUED_RETURNING, queuedSource } from '../events/sources.ts';
+import { subscriptionsOf } from '../events/subscriptions.ts';
 import { itemInputProblem } from '../http/input.ts';
 import { uuidv7 } from '../ids.ts';
 import {
@@ -228,9 +231,10 @@ export function prepareMessages(
  * outbox row (the outbox row commits with its message: nothing accepted is ever left unsent).
  * The rows travel as one JSON parameter, so the text is the same whatever their number:
  * no bind-parameter limit, and no query building per row (call runtime: one statement with
- * its other writes).
+ * its other writes). With `events`, `msg` also returns what the `queued` steps' events need
+ * (src/events/sources.ts `queuedSource`).
  */
-export function messageInserts(prepared: PreparedMessage[], now: Date): SQL {
+export function messageInserts(prepared: PreparedMessage[], now: Date, events = false): SQL {
   const rows = prepared.map(({ row: r }) => ({
     id: r.id,
     customer_message_id: r.customerMessageId,
@@ -257,7 +261,7 @@ export function messageInserts(prepared: PreparedMessage[], now: Date): SQL {
              status text, parts int, expires_at timestamptz, call_id uuid, role text,
              created_at timestamptz, updated_at timestamptz)
       on conflict (customer_message_id) do nothing
-      returning id, parts),
+      returning id, parts${events ? QUEUED_RETURNING : sql``}),
     msg_events as (
       insert into message_events (message_id, status, source, detail, at, received_at)
       select id, 'queued', 'api',
@@ -278,12 +282,13 @@ export async function storeMessages(
   tx: Tx,
   prepared: PreparedMessage[],
   now: Date,
+  /** record the `queued` steps' `message.status` events too (some endpoint wants them) */
+  events = false,
 ): Promise<Set<string>> {
   if (prepared.length === 0) return new Set();
-  const rows = await executePrepared<{ id: string }>(
-    tx,
-    sql`with ${messageInserts(prepared, now)} select id from msg`,
-  );
+  const inserts = messageInserts(prepared, now, events);
+  const ctes = events ? sql`${inserts}, ${eventsFrom(queuedSource(now.toISOString()))}` : inserts;
+  const rows = await executePrepared<{ id: string }>(tx, sql`with ${ctes} select id from msg`);
   return new Set(rows.map((r) => r.id));
 }
 
@@ -383,7 +388,8 @@ export async function submitMessages(
   if (prepared.length === 0) return answer(new Set(), new Map());
   const store = () =>
     deps.db.transaction(async (tx) => {
-      const inserted = await storeMessages(tx, prepared, now);
+      const events = subscriptionsOf(deps.db).wants('message.status');
+      const inserted = await storeMessages(tx, prepared, now, events);
       const skipped = prepared.filter((p) => !inserted.has(p.row.id!));
       const stored = skipped.length > 0 ? await storedUnder(tx, skipped) : new Map();
       const out = answer(inserted, stored);

@@ -4,23 +4,32 @@
  * Statements: `timelineSql` is three CTEs of one set-based statement, whatever the number of
  * messages: `ev` appends the events, `mu` sets each message's status and deliveredVia as the
  * plan decided (the rows are locked, so `before` is still true), `sc` queues the status checks
- * (a message already queued keeps its time). The delivery batch puts them into its one write
- * (delivery-write.ts); `writeTimeline` sends them alone, prepared. Rows travel as JSON
+ * (a message already queued keeps its time); with `events`, `ev` returns its rows and the
+ * `message.status` events of the new steps are recorded in the same statement
+ * (src/events/record.ts: the caller asks only when some endpoint wants them). The delivery
+ * batch puts them into its one write (delivery-write.ts); `writeTimeline` sends them alone,
+ * prepared. Rows travel as JSON
  * parameters, so the text is the same whatever the plan's size. The call hooks run after,
  * in the plan's order, in the same transaction.
  */
 import { type SQL, sql } from 'drizzle-orm';
 import { executePrepared, type Tx } from '../db/client.ts';
+import { eventsFrom } from '../events/record.ts';
+import { TIMELINE_RETURNING, timelineSource } from '../events/sources.ts';
 import type { OnRecorded } from './timeline.ts';
 import type { Recorded, TimelinePlan } from './timeline-plan.ts';
 
-/** The CTEs `ev`, `mu` and `sc` that write `plan`; `at` is the time received (ISO). */
-export function timelineSql(plan: TimelinePlan, at: string): SQL {
+/**
+ * The CTEs `ev`, `mu` and `sc` that write `plan`; `at` is the time received (ISO). With
+ * `events`, also the `message.status` events of its steps (record.ts's CTEs).
+ */
+export function timelineSql(plan: TimelinePlan, at: string, events = false): SQL {
   return sql`ev as (
         insert into message_events (message_id, status, source, detail, at, received_at)
         select v."messageId", v.status, v.source, v.detail, v.at, ${at}::timestamptz
         from jsonb_to_recordset(${JSON.stringify(plan.events)}::jsonb)
-          as v("messageId" uuid, status text, source text, detail jsonb, at timestamptz)),
+          as v("messageId" uuid, status text, source text, detail jsonb, at timestamptz)
+        ${events ? TIMELINE_RETURNING : sql``}),
       mu as (
         update messages as m set
           status = v.after,
@@ -33,7 +42,7 @@ export function timelineSql(plan: TimelinePlan, at: string): SQL {
         insert into status_checks (message_id, due_at)
         select k.v::uuid, ${at}::timestamptz
         from jsonb_array_elements_text(${JSON.stringify(plan.checks)}::jsonb) k(v)
-        on conflict (message_id) do nothing)`;
+        on conflict (message_id) do nothing)${events ? sql`, ${eventsFrom(timelineSource())}` : sql``}`;
 }
 
 export interface WriteOptions {
@@ -41,6 +50,8 @@ export interface WriteOptions {
   onRecorded?: OnRecorded | undefined;
   /** more CTEs for the same statement (`name as (...)`), written with the plan */
   also?: SQL;
+  /** record the steps' `message.status` events too (some endpoint wants them) */
+  events?: boolean;
 }
 
 /** Writes `plan` in one statement, then runs the hooks. Nothing is sent for an empty plan. */
@@ -51,9 +62,8 @@ export async function writeTimeline(
   opts: WriteOptions = {},
 ): Promise<void> {
   if (plan.moves.length === 0 && !opts.also) return;
-  const ctes = opts.also
-    ? sql`${timelineSql(plan, now.toISOString())}, ${opts.also}`
-    : timelineSql(plan, now.toISOString());
+  const timeline = timelineSql(plan, now.toISOString(), opts.events);
+  const ctes = opts.also ? sql`${timeline}, ${opts.also}` : timeline;
   await executePrepared(tx, sql`with ${ctes} select 1`);
   await runHooks(tx, plan.recorded, opts.onRecorded);
 }

@@ -49,6 +49,9 @@ export const RemovedCounts = z
     rawCallbacksRedacted: count(
       'raw callback bodies about others too, kept with the number and its message ids cut out',
     ),
+    outgoingEvents: count(
+      "events for your endpoints about the number's calls and messages, or mentioning it anywhere in their data, with their deliveries and attempts",
+    ),
     sandbox: count(
       'records the built-in provider sandbox forgot: its messages, calls, callbacks, incoming messages, scripts and bot users that mention the number (0 against the real provider)',
     ),
@@ -272,6 +275,31 @@ const messages: ErasureStep = {
   },
 };
 
+/**
+ * Events for the user's endpoints (src/events/): those about the number's calls and messages
+ * (their subject), and any other that mentions the number in its data (an incoming message
+ * from it, or quoting it), deleted whole with their deliveries and attempts: an event is a
+ * copy sent out, not a record anyone reads here. The mention test reads every event's data,
+ * as the inbound messages' does.
+ */
+const outgoingEvents: ErasureStep = {
+  name: 'outgoing events',
+  async run(tx, s) {
+    const subjects = [
+      ...s.callIds.map((id) => `call:${id}`),
+      ...s.messageIds.map((id) => `message:${id}`),
+    ];
+    const gone = await rows<{ id: string }>(
+      tx,
+      sql`delete from outgoing_events
+          where subject in ${idList(subjects, 'text')}
+            or ${phoneMentionSql(sql`data::text`, s.phone)}
+          returning id`,
+    );
+    return { outgoingEvents: gone.length };
+  },
+};
+
 const inboundMessages: ErasureStep = {
   name: 'inbound messages',
   async run(tx, s) {
@@ -404,6 +432,7 @@ export const ERASURE_STEPS: readonly ErasureStep[] = [
   messages,
   inboundMessages,
   rawCallbacks,
+  outgoingEvents,
 ];
 
 function noneRemoved(): RemovedCounts {
@@ -420,6 +449,7 @@ function noneRemoved(): RemovedCounts {
     inboundMessagesRedacted: 0,
     rawCallbacks: 0,
     rawCallbacksRedacted: 0,
+    outgoingEvents: 0,
     sandbox: 0,
   };
 }

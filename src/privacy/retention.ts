@@ -27,6 +27,8 @@ export interface RetentionCounts {
    * texts) were removed
    */
   messageTexts: number;
+  /** events for the user's endpoints (with their deliveries and attempts), none still pending */
+  outgoingEvents: number;
 }
 
 export interface RetentionResult {
@@ -233,11 +235,34 @@ const messageTexts: RetentionStep = {
   },
 };
 
+/**
+ * Events for the user's endpoints (src/events/), oldest first through their time index, with
+ * their deliveries and attempts (the foreign keys cascade). An event still pending for some
+ * endpoint (being retried) stays until that delivery is done: retention never cuts a retry.
+ */
+const outgoingEvents: RetentionStep = {
+  kind: 'outgoingEvents',
+  async run(db, cutoff, batchSize) {
+    const changed = count(
+      await db.execute(sql`
+        delete from outgoing_events where id in (
+          select o.id from outgoing_events o
+          where o.created_at < ${cutoff.toISOString()}::timestamptz
+            and not exists (select 1 from event_deliveries d
+              where d.event_id = o.id and d.state = 'pending')
+          order by o.created_at limit ${batchSize} for update skip locked)
+        returning id`),
+    );
+    return { changed, more: changed === batchSize };
+  },
+};
+
 export const RETENTION_STEPS: readonly RetentionStep[] = [
   rawCallbacks,
   oldestFirst('messageEvents', 'message_events', 'received_at'),
   oldestFirst('callEvents', 'call_events', 'at'),
   messageTexts,
+  outgoingEvents,
 ];
 
 /**
@@ -256,6 +281,7 @@ export async function runRetention(
     messageEvents: 0,
     callEvents: 0,
     messageTexts: 0,
+    outgoingEvents: 0,
   };
   if (days === undefined || days <= 0) return { removed, more: false };
   const now = clock.now();

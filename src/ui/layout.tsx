@@ -8,13 +8,14 @@
 import { raw } from 'hono/html';
 import type { Child, FC, PropsWithChildren } from 'hono/jsx';
 
-export type Section = 'home' | 'flows' | 'calls' | 'messages' | 'inbound' | 'try';
+export type Section = 'home' | 'flows' | 'calls' | 'messages' | 'inbound' | 'endpoints' | 'try';
 
 const NAV: [Section, string, string][] = [
   ['flows', '/ui/flows', 'Flows'],
   ['calls', '/ui/calls', 'Calls'],
   ['messages', '/ui/messages', 'Messages'],
   ['inbound', '/ui/inbound', 'Incoming Viber'],
+  ['endpoints', '/ui/endpoints', 'Endpoints'],
   ['try', '/ui/try', 'Try a flow'],
 ];
 
@@ -78,9 +79,9 @@ export const Layout: FC<PropsWithChildren<LayoutProps>> = (props) => (
 /** A status word with a colour that is never the only cue (the word is always there). */
 export const Badge: FC<{ value: string | null | undefined }> = ({ value }) => {
   if (value === null || value === undefined) return <span class="muted">none</span>;
-  const tone = ['delivered', 'read', 'ended', 'confirmed'].includes(value)
+  const tone = ['delivered', 'read', 'ended', 'confirmed', 'succeeded', 'enabled'].includes(value)
     ? 'ok'
-    : ['failed', 'rejected', 'expired', 'unreachable'].includes(value)
+    : ['failed', 'rejected', 'expired', 'unreachable', 'disabled', 'failing'].includes(value)
       ? 'bad'
       : ['queued', 'accepted', 'sent', 'in-progress'].includes(value)
         ? 'warn'

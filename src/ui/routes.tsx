@@ -6,10 +6,12 @@
  * Pages: `/ui` (home), `/ui/flows`, `/ui/flows/{id}`, `/ui/calls` (search: `id`, `to`,
  * `flow`, `outcome`, `state`), `/ui/calls/{id}`, `/ui/calls/{id}/keypad`, `/ui/messages`
  * (search: `ref`, `to`, `status`, `type`, `callId`), `/ui/messages/{ref}`, `/ui/inbound`
- * (`from`), `/ui/try`, `/ui/try/{flow}`, `/ui/login`. Also: `GET /ui/calls/{id}/events`
- * (server-sent events: `call` with the live part of the page and the diagram sources, then
- * `done`), `POST /ui/calls/{id}/keys` (`key=1`: JSON with `Accept: application/json`, else a
- * redirect back), `POST /ui/try/{flow}`, `POST /ui/login`, `POST /ui/logout`,
+ * (`from`), `/ui/endpoints`, `/ui/endpoints/{id}`, `/ui/try`, `/ui/try/{flow}`, `/ui/login`.
+ * Also: `POST /ui/endpoints/{id}/replay` and `POST /ui/events/{id}/replay` (replay, in
+ * src/ui/endpoints.tsx), `GET /ui/calls/{id}/events` (server-sent events: `call` with the
+ * live part of the page and the diagram sources, then `done`), `POST /ui/calls/{id}/keys`
+ * (`key=1`: JSON with `Accept: application/json`, else a redirect back), `POST
+ * /ui/try/{flow}`, `POST /ui/login`, `POST /ui/logout`,
  * `GET /ui/assets/{console.css,console.js,mermaid.min.js}`.
  *
  * @example
@@ -49,6 +51,7 @@ import {
 } from './auth.ts';
 import { pinnedFlow } from './data.ts';
 import { flowDiagram } from './diagram.ts';
+import { endpointPages } from './endpoints.tsx';
 import { Layout, Notice, type Section } from './layout.tsx';
 import { CallFacts, CallLive, type CallQuery, CallSearch, CallsTable } from './pages/calls.tsx';
 import { DiagramBox, type DiagramSources, FlowPage, FlowsList } from './pages/flows.tsx';
@@ -569,6 +572,9 @@ export function consoleRoutes(deps: ConsoleDeps) {
       throw err;
     }
   });
+
+  // event endpoints, their attempts and replay (src/ui/endpoints.tsx)
+  app.route('/', endpointPages({ db, clock, page }));
 
   // an HTML answer for any other path under /ui
   app.all('*', (c) =>

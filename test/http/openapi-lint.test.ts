@@ -92,7 +92,7 @@ describe('/openapi.json for tools', () => {
     const ids = operations(doc).map(([, op]) => op.operationId as string);
     for (const [where, op] of operations(doc)) {
       expect(op.operationId, where).toMatch(
-        /^(get|list|send|start|erase|create|revoke|receive)[A-Z][A-Za-z]*$/,
+        /^(get|list|send|start|erase|create|revoke|receive|update|delete|rotate|replay)[A-Z][A-Za-z]*$/,
       );
     }
     expect(new Set(ids).size).toBe(ids.length);

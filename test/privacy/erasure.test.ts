@@ -114,6 +114,7 @@ describeEachEngine('DELETE /v1/subjects/{phone}', (ctx) => {
         inboundMessagesRedacted: 0,
         rawCallbacks: 4, // m1 sent, x pending, Viber from P, the plain mention
         rawCallbacksRedacted: 2, // the P+Q delivery batch and the P+Q Viber batch
+        outgoingEvents: 0, // no endpoint: none were recorded
         sandbox: 0, // none built in
       },
     });

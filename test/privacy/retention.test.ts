@@ -106,7 +106,13 @@ describeEachEngine('runRetention', (ctx) => {
   it('does nothing without RETENTION_DAYS', async () => {
     const result = await runRetention(db(), at(NOW), undefined, 2);
     expect(result).toEqual({
-      removed: { rawCallbacks: 0, messageEvents: 0, callEvents: 0, messageTexts: 0 },
+      removed: {
+        rawCallbacks: 0,
+        messageEvents: 0,
+        callEvents: 0,
+        messageTexts: 0,
+        outgoingEvents: 0,
+      },
       more: false,
     });
     // all of beforeAll's: 5 + 1 delivery callbacks and 2 Viber messages
@@ -116,7 +122,13 @@ describeEachEngine('runRetention', (ctx) => {
   it('removes what is older than the limit, a small batch at a time, and keeps the rest', async () => {
     const inboxBefore = await count(sql`select count(*) as n from inbox`);
     const rounds: { more: boolean }[] = [];
-    const total = { rawCallbacks: 0, messageEvents: 0, callEvents: 0, messageTexts: 0 };
+    const total = {
+      rawCallbacks: 0,
+      messageEvents: 0,
+      callEvents: 0,
+      messageTexts: 0,
+      outgoingEvents: 0,
+    };
     for (;;) {
       const result = await runRetention(db(), at(NOW), 30, 2);
       rounds.push(result);
@@ -130,7 +142,13 @@ describeEachEngine('runRetention', (ctx) => {
     expect(rounds.length).toBe(6);
     // five old delivery callbacks and one old Viber message; 5 queued + 5 delivered events;
     // three old call events; four old messages sent (the fifth is waiting)
-    expect(total).toEqual({ rawCallbacks: 6, messageEvents: 10, callEvents: 3, messageTexts: 4 });
+    expect(total).toEqual({
+      rawCallbacks: 6,
+      messageEvents: 10,
+      callEvents: 3,
+      messageTexts: 4,
+      outgoingEvents: 0,
+    });
 
     const cutoff = new Date(new Date(NOW).getTime() - 30 * DAY).toISOString();
     expect(
@@ -206,6 +224,7 @@ describeEachEngine('runRetention', (ctx) => {
       messageEvents: 0,
       callEvents: 0,
       messageTexts: 0,
+      outgoingEvents: 0,
     });
   });
 

@@ -10,12 +10,16 @@ import { sql } from 'drizzle-orm';
 import { beforeAll, expect, it } from 'vitest';
 import type { App } from '../../src/app.ts';
 import { rowsOf } from '../../src/db/client.ts';
+import { recordEvents } from '../../src/events/record.ts';
+import { webhookId } from '../../src/events/sign.ts';
 import { MAX_AUDIT_IDS } from '../../src/http/audit.ts';
 import type { RouteScope } from '../../src/http/scopes.ts';
 import { buildTestApp, json, phone, readJson, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
 
 const ENV = 'env-token-audit-5e21';
+// a public address written as an IP: the outbound policy checks it without a name lookup
+const RECEIVER = 'https://93.184.216.34/hooks/switchboard';
 
 const bearer = (token: string, init: RequestInit = {}): RequestInit => ({
   ...init,
@@ -66,6 +70,16 @@ describeEachEngine('the audit log', (ctx) => {
     ({ app, routes } = buildTestApp(ctx.database(), { env: { API_TOKEN: ENV } }));
     writer = await made(['send', 'admin']);
   });
+
+  /** An endpoint made through the API, for the routes under one. */
+  const endpoint = async (): Promise<{ id: string; name: string }> => {
+    const res = await app.request(
+      '/v1/endpoints',
+      bearer(ENV, json({ url: RECEIVER, name: uniq('ep') })),
+    );
+    expect(res.status).toBe(201);
+    return readJson(res);
+  };
 
   /** One succeeding request per changing route, and what its row must say. */
   const CASES: Record<string, Case> = {
@@ -154,6 +168,86 @@ describeEachEngine('the audit log', (ctx) => {
           created: { tokens: { count: 1, ids: [answer.id], names: [answer.name] } },
         });
         expect(JSON.stringify(changes)).not.toContain(String(answer.token));
+      },
+    },
+    'POST /v1/endpoints': {
+      request: async () => ['/v1/endpoints', json({ url: RECEIVER, name: uniq('crm') })],
+      status: 201,
+      changes(changes, answer) {
+        expect(changes).toEqual({
+          created: { endpoints: { count: 1, ids: [answer.id], names: [answer.name] } },
+        });
+        expect(JSON.stringify(changes)).not.toContain(String(answer.secret));
+      },
+    },
+    'PATCH /v1/endpoints/{id}': {
+      request: async () => [
+        `/v1/endpoints/${(await endpoint()).id}`,
+        json({ description: 'the CRM' }, { method: 'PATCH' }),
+      ],
+      status: 200,
+      changes(changes, answer) {
+        expect(changes).toEqual({
+          changed: { endpoints: { count: 1, ids: [answer.id], names: [answer.name] } },
+        });
+      },
+    },
+    'DELETE /v1/endpoints/{id}': {
+      request: async () => [`/v1/endpoints/${(await endpoint()).id}`, { method: 'DELETE' }],
+      status: 200,
+      changes(changes, answer) {
+        expect(changes).toEqual({
+          removed: { endpoints: { count: 1, ids: [answer.id], names: [answer.name] } },
+        });
+      },
+    },
+    'POST /v1/endpoints/{id}/secret/rotate': {
+      request: async () => [
+        `/v1/endpoints/${(await endpoint()).id}/secret/rotate`,
+        json({ overlapSeconds: 60 }),
+      ],
+      status: 200,
+      changes(changes, answer) {
+        expect(changes).toEqual({ changed: { endpointSecrets: { count: 1, ids: [answer.id] } } });
+        expect(JSON.stringify(changes)).not.toContain(String(answer.secret));
+      },
+    },
+    'POST /v1/events/{id}/replay': {
+      async request() {
+        const { id, name } = await endpoint();
+        await ctx.database().db.transaction((tx) =>
+          recordEvents(tx, [
+            {
+              type: 'call.ended',
+              subject: 'call:c1',
+              data: { callId: 'c1' },
+              at: new Date(),
+              endpoint: name,
+            },
+          ]),
+        );
+        const [event] = rowsOf<{ id: string }>(
+          await ctx.database().db.execute(sql`select e.id from outgoing_events e
+            join event_deliveries d on d.event_id = e.id where d.endpoint_id = ${id}`),
+        );
+        return [`/v1/events/${webhookId(event!.id)}/replay`, json({})];
+      },
+      status: 202,
+      changes(changes, answer) {
+        const ids = (answer.requeued as { deliveryId: number }[]).map((r) => String(r.deliveryId));
+        expect(ids).toHaveLength(1);
+        expect(changes).toEqual({ changed: { deliveries: { count: 1, ids } } });
+      },
+    },
+    'POST /v1/endpoints/{id}/replay': {
+      request: async () => [
+        `/v1/endpoints/${(await endpoint()).id}/replay`,
+        json({ since: new Date(Date.now() - 3_600_000).toISOString() }),
+      ],
+      status: 202,
+      changes(changes) {
+        // nothing failed on a new endpoint: the row says so
+        expect(changes).toEqual({ changed: { deliveries: { count: 0 } } });
       },
     },
     'DELETE /v1/tokens/{id}': {

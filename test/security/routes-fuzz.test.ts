@@ -88,6 +88,16 @@ const ROUTES: Record<string, RouteEntry> = {
   'GET /ui/messages': { query: ['to', 'status', 'type', 'cursor'] },
   'GET /ui/messages/:ref': { params: { ref: 'order-1' } },
   'GET /ui/inbound': { query: ['from', 'cursor'] },
+  'GET /ui/endpoints': {},
+  'GET /ui/endpoints/:id': {
+    params: { id: 'ep_x' },
+    query: ['cursor', 'replayed', 'more', 'error'],
+  },
+  'POST /ui/endpoints/:id/replay': { params: { id: 'ep_x' }, form: { since: '2026-01-01T00:00' } },
+  'POST /ui/events/:id/replay': {
+    params: { id: 'evt_0193f1c27b4e7c1a9f3d2a6b8c0d1e2f' },
+    form: { endpoint: 'ep_x' },
+  },
   'GET /ui/try': {},
   'GET /ui/try/:flow': { params: { flow: 'appointment-reminder' } },
   'POST /ui/try/:flow': {

@@ -41,6 +41,15 @@ const NOT_READ: Record<string, Scope> = {
   'POST /v1/tokens': 'admin',
   'DELETE /v1/tokens/{id}': 'admin',
   'GET /v1/audit': 'admin',
+  // an endpoint's URL can itself be a credential (a token in its path): admin reads them too
+  'POST /v1/endpoints': 'admin',
+  'GET /v1/endpoints': 'admin',
+  'GET /v1/endpoints/{id}': 'admin',
+  'PATCH /v1/endpoints/{id}': 'admin',
+  'DELETE /v1/endpoints/{id}': 'admin',
+  'POST /v1/endpoints/{id}/secret/rotate': 'admin',
+  'POST /v1/endpoints/{id}/replay': 'admin',
+  'POST /v1/events/{id}/replay': 'admin',
 };
 
 /** A request to `route` that changes nothing whoever sends it: params that name nothing, no body. */

@@ -69,6 +69,44 @@ export const API_ROUTES: Record<string, RouteEntry> = {
   'GET /v1/tokens': {},
   'DELETE /v1/tokens/:id': { params: { id: UUID } },
   'GET /v1/audit': { query: ['token', 'route', 'since', 'until', 'limit', 'cursor'] },
+  'POST /v1/endpoints': {
+    json: () => ({
+      url: 'https://crm.example.com/hooks',
+      name: uniq('ep').toLowerCase(),
+      events: ['call.ended'],
+      rateLimit: 10,
+      ordered: true,
+      enabled: true,
+      description: 'crm',
+    }),
+  },
+  'GET /v1/endpoints': {},
+  'GET /v1/endpoints/:id': { params: { id: 'ep_x' } },
+  'PATCH /v1/endpoints/:id': {
+    params: { id: 'ep_x' },
+    json: () => ({ url: 'https://crm.example.com/hooks', events: null, enabled: false }),
+  },
+  'DELETE /v1/endpoints/:id': { params: { id: 'ep_x' } },
+  'POST /v1/endpoints/:id/secret/rotate': {
+    params: { id: 'ep_x' },
+    json: () => ({ overlapSeconds: 60 }),
+  },
+  'GET /v1/endpoints/:id/attempts': {
+    params: { id: 'ep_x' },
+    query: ['status', 'limit', 'cursor'],
+  },
+  'GET /v1/endpoints/:id/deliveries': {
+    params: { id: 'ep_x' },
+    query: ['state', 'limit', 'cursor'],
+  },
+  'POST /v1/endpoints/:id/replay': {
+    params: { id: 'ep_x' },
+    json: () => ({ since: '2026-01-01T00:00:00Z' }),
+  },
+  'POST /v1/events/:id/replay': {
+    params: { id: 'evt_0193f1c27b4e7c1a9f3d2a6b8c0d1e2f' },
+    json: () => ({ endpoint: 'crm' }),
+  },
 };
 
 /** The app's routes: handlers by method and path, less middleware (`ALL` on a wildcard). */

@@ -3,6 +3,7 @@ export * from './audit-log.ts';
 export * from './call-events.ts';
 export * from './calls.ts';
 export * from './console-sessions.ts';
+export * from './endpoints.ts';
 export * from './erased-ids.ts';
 export * from './idempotency-keys.ts';
 export * from './inbound-messages.ts';
