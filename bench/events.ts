@@ -97,7 +97,9 @@ function readReceipts(file: string): { receipts: Receipt[]; invalid: number } {
 
 export async function benchEvents(ctx: BenchContext): Promise<EventsBench> {
   const perPhase = Math.round(RATE * ctx.seconds);
-  const messages = perPhase * 3 + 1000;
+  const warm = 1000;
+  // a message per callback: warm-up, three phases, and the open loop's catching up
+  const messages = warm + Math.ceil(perPhase * 3 * 1.1);
   ctx.log(`(g) seeding ${messages} accepted messages for the callbacks to move`);
   await seedMessages(ctx.db.sql, {
     prefix: PREFIX,

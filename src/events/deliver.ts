@@ -7,22 +7,25 @@
  *    endpoints, oldest due first, `FOR UPDATE OF d SKIP LOCKED` so that instances share the
  *    work; for an `ordered` endpoint only a subject's earliest pending delivery (an earlier
  *    one still pending, being retried, holds the rest back). The claimed rows get a lease:
- *    `next_at` moves LEASE_MS ahead and the transaction commits, so no transaction stays open
- *    across HTTP, and a crash mid-request leaves a delivery that comes due again when the lease
- *    ends: at-least-once, with the same `webhook-id`. At most PER_ENDPOINT_CLAIM rows per
- *    endpoint per round (fewer for a rate-limited one); the rest go to the back of the queue
- *    (`next_at` = now, or spaced at its rate) so one endpoint's backlog cannot starve the others.
+ *    `next_at` moves past the time the round's requests can take (`leaseMs`) and the
+ *    transaction commits, so no transaction stays open across HTTP, and a crash mid-request
+ *    leaves a delivery that comes due again when the lease ends: at-least-once, with the same
+ *    `webhook-id`. A healthy endpoint gets its share of the round (all of it when alone); one
+ *    that is failing at most FAILING_ENDPOINT_CLAIM rows (fewer for a rate-limited one); the
+ *    rest go to the back of the queue (`next_at` = now, or spaced at its rate) so one
+ *    endpoint's backlog cannot starve the others.
  * 2. **Send**: every endpoint at once, at most PER_ENDPOINT_CONCURRENCY requests in flight to
  *    each, and no more than `rate_limit` a second to each (counted in this process: N instances
  *    may together send N times that), through the outbound policy (private addresses refused
  *    unless allowed; redirects not followed). The body is `{"type","timestamp","data"}` of the
  *    stored event; the headers are the three Standard Webhooks ones, signed with each live
  *    secret of the endpoint.
- * 3. **Record** (one transaction per endpoint): the attempts into `delivery_attempts`, each
- *    delivery's next state (only if its lease is still the one this round set: a replay or a
- *    reclaim meanwhile wins), for an ordered endpoint the subject's later deliveries pushed
+ * 3. **Record** (one transaction per endpoint): the attempts into `delivery_attempts` (one
+ *    statement), the deliveries' next states (one statement; each only if its lease is still
+ *    the one this round set: a replay or a reclaim meanwhile wins), for an ordered endpoint the subject's later deliveries pushed
  *    to the retry's time (so they are not scanned as due while they must wait),
- *    `endpoints.failing_since`, and the disable rule: an endpoint disabled records an
+ *    `endpoints.failing_since` (not written when all succeeded and it was not failing), and
+ *    the disable rule: an endpoint disabled records an
  *    `endpoint.disabled` event and its pending deliveries become exhausted (replayable).
  *
  * @example
@@ -54,15 +57,29 @@ import {
 import { signatureHeaders, webhookId } from './sign.ts';
 import { subscriptionsOf } from './subscriptions.ts';
 
-/** How long a claimed delivery is left alone: longer than a round can take (see the caps). */
-export const LEASE_MS = 2 * 60_000;
 /** Requests in flight to one endpoint at a time. */
-export const PER_ENDPOINT_CONCURRENCY = 4;
-/** Deliveries one endpoint gets per round: 4 waves of 15 s at worst, well inside the lease. */
-export const PER_ENDPOINT_CLAIM = 16;
+export const PER_ENDPOINT_CONCURRENCY = 8;
+/**
+ * Deliveries an endpoint that is failing (`failing_since` set) gets per round: 2 waves of the
+ * request timeout at worst. A healthy one gets its share of the round (all of it when it is
+ * alone), so a steady stream to one endpoint costs a claim and a record per BATCH events.
+ */
+export const FAILING_ENDPOINT_CLAIM = 16;
 /** A rate-limited endpoint gets at most this many seconds' worth per round. */
 const RATE_WINDOW_S = 30;
-const BATCH = 200;
+/** Due deliveries looked at per round. */
+const BATCH = 128;
+/** Added to a round's lease beyond the time its waves of requests can take. */
+const LEASE_MARGIN_MS = 30_000;
+
+/**
+ * How long a round's claimed deliveries are left alone: longer than its requests can take
+ * (`most` to one endpoint, PER_ENDPOINT_CONCURRENCY at a time, each at most the timeout), so a
+ * delivery is sent again only when the instance that claimed it is gone.
+ */
+export function leaseMs(most: number, timeoutMs: number): number {
+  return Math.ceil(most / PER_ENDPOINT_CONCURRENCY) * (timeoutMs + 1000) + LEASE_MARGIN_MS;
+}
 
 export const USER_AGENT = 'Switchboard-Webhooks/1 (+https://www.standardwebhooks.com/)';
 
@@ -95,6 +112,8 @@ interface Claimed {
   url: string;
   ordered: boolean;
   rateLimit: number | null;
+  /** the endpoint's failing_since when claimed: null means no health to write after success */
+  failing: boolean;
   secrets: string[];
   type: string;
   data: unknown;
@@ -192,6 +211,7 @@ interface ClaimRow {
   url: string;
   ordered: boolean;
   rate_limit: number | null;
+  failing_since: Date | string | null;
   secrets: unknown;
   type: string;
   data: unknown;
@@ -201,12 +221,14 @@ interface ClaimRow {
 async function claim(deps: DeliverDeps): Promise<{ rows: Claimed[]; leaseUntil: Date }> {
   const now = deps.clock.now();
   const nowIso = now.toISOString();
-  const leaseUntil = new Date(now.getTime() + LEASE_MS);
-  const rows = await deps.db.transaction(async (tx) => {
+  const timeoutMs = deps.timeoutMs ?? REQUEST_TIMEOUT_MS;
+  const batch = deps.batchSize ?? BATCH;
+  const claimed = await deps.db.transaction(async (tx) => {
     const due = rowsOf<ClaimRow>(
       await tx.execute(sql`
         select d.id, d.event_id, d.endpoint_id, d.subject, d.attempts, d.last_attempt_at,
-               e.url, e.ordered, e.rate_limit, e.secrets, ev.type, ev.data, ev.created_at
+               e.url, e.ordered, e.rate_limit, e.failing_since, e.secrets, ev.type, ev.data,
+               ev.created_at
         from event_deliveries d
         join endpoints e on e.id = d.endpoint_id
         join outgoing_events ev on ev.id = d.event_id
@@ -216,8 +238,13 @@ async function claim(deps: DeliverDeps): Promise<{ rows: Claimed[]; leaseUntil: 
             where p.endpoint_id = d.endpoint_id and p.subject = d.subject
               and p.state = 'pending' and p.id < d.id))
         order by d.next_at, d.id
-        limit ${deps.batchSize ?? BATCH}
+        limit ${batch}
         for update of d skip locked`),
+    );
+    // a healthy endpoint's share: the round divided among the endpoints in it
+    const share = Math.max(
+      FAILING_ENDPOINT_CLAIM,
+      Math.floor(batch / Math.max(1, new Set(due.map((r) => r.endpoint_id)).size)),
     );
     const kept: ClaimRow[] = [];
     const later: { id: number; at: string }[] = [];
@@ -225,10 +252,11 @@ async function claim(deps: DeliverDeps): Promise<{ rows: Claimed[]; leaseUntil: 
     for (const row of due) {
       const n = taken.get(row.endpoint_id) ?? 0;
       taken.set(row.endpoint_id, n + 1);
+      const base = row.failing_since === null ? share : FAILING_ENDPOINT_CLAIM;
       const cap =
         row.rate_limit === null
-          ? PER_ENDPOINT_CLAIM
-          : Math.max(1, Math.min(PER_ENDPOINT_CLAIM, row.rate_limit * RATE_WINDOW_S));
+          ? base
+          : Math.max(1, Math.min(base, row.rate_limit * RATE_WINDOW_S));
       if (n < cap) {
         kept.push(row);
         continue;
@@ -237,6 +265,8 @@ async function claim(deps: DeliverDeps): Promise<{ rows: Claimed[]; leaseUntil: 
       const wait = row.rate_limit === null ? 0 : Math.ceil(((n - cap) * 1000) / row.rate_limit);
       later.push({ id: Number(row.id), at: new Date(now.getTime() + wait).toISOString() });
     }
+    const most = Math.max(0, ...[...taken.values()].map((n) => Math.min(n, share)));
+    const leaseUntil = new Date(now.getTime() + leaseMs(most, timeoutMs));
     if (kept.length > 0) {
       await tx
         .update(eventDeliveries)
@@ -254,9 +284,9 @@ async function claim(deps: DeliverDeps): Promise<{ rows: Claimed[]; leaseUntil: 
         from jsonb_to_recordset(${JSON.stringify(later)}::jsonb) as l(id bigint, at timestamptz)
         where d.id = l.id`);
     }
-    return kept;
+    return { kept, leaseUntil };
   });
-  return { rows: rows.map((r) => toClaimed(r, now)), leaseUntil };
+  return { rows: claimed.kept.map((r) => toClaimed(r, now)), leaseUntil: claimed.leaseUntil };
 }
 
 function toClaimed(r: ClaimRow, now: Date): Claimed {
@@ -278,6 +308,7 @@ function toClaimed(r: ClaimRow, now: Date): Claimed {
     url: r.url,
     ordered: r.ordered,
     rateLimit: r.rate_limit,
+    failing: r.failing_since !== null,
     secrets: live.map((s) => s.secret),
     type: r.type,
     data: typeof r.data === 'string' ? JSON.parse(r.data) : r.data,
@@ -395,28 +426,37 @@ async function record(deps: DeliverDeps, attempts: Attempt[], leaseUntil: Date):
         trigger: a.delivery.trigger,
       })),
     );
-    for (const a of attempts) {
+    // every delivery's next state in one statement, each only if it is still this round's
+    // lease (a replay, or a reclaim after the lease ran out, wins)
+    const steps = attempts.map((a) => ({
+      a,
+      step: nextStep(a.delivery.attempts + 1, a.outcome, a.at, random) as NextStep,
+    }));
+    const moved = new Set(
+      rowsOf<{ id: number | string }>(
+        await tx.execute(sql`
+          update event_deliveries d set state = v.state, attempts = v.attempts,
+            last_attempt_at = v.at, next_at = coalesce(v.next_at, d.next_at),
+            delivered_at = coalesce(v.delivered_at, d.delivered_at)
+          from jsonb_to_recordset(${JSON.stringify(
+            steps.map(({ a, step }) => ({
+              id: a.delivery.id,
+              state: step.state,
+              attempts: a.delivery.attempts + 1,
+              at: a.at.toISOString(),
+              next_at: step.state === 'pending' ? step.nextAt.toISOString() : null,
+              delivered_at: step.state === 'delivered' ? a.at.toISOString() : null,
+            })),
+          )}::jsonb) as v(id bigint, state text, attempts int, at timestamptz,
+            next_at timestamptz, delivered_at timestamptz)
+          where d.id = v.id and d.state = 'pending'
+            and d.next_at = ${leaseUntil.toISOString()}::timestamptz
+          returning d.id`),
+      ).map((r) => Number(r.id)),
+    );
+    for (const { a, step } of steps) {
       const d = a.delivery;
-      const step: NextStep = nextStep(d.attempts + 1, a.outcome, a.at, random);
-      const moved = await tx
-        .update(eventDeliveries)
-        .set({
-          state: step.state,
-          attempts: d.attempts + 1,
-          lastAttemptAt: a.at,
-          ...(step.state === 'pending' && { nextAt: step.nextAt }),
-          ...(step.state === 'delivered' && { deliveredAt: a.at }),
-        })
-        .where(
-          and(
-            eq(eventDeliveries.id, d.id),
-            eq(eventDeliveries.state, 'pending'),
-            // still this round's lease: a replay (or a reclaim after it ran out) wins
-            eq(eventDeliveries.nextAt, leaseUntil),
-          ),
-        )
-        .returning({ id: eventDeliveries.id });
-      if (moved.length > 0 && step.state === 'pending' && d.ordered) {
+      if (moved.has(d.id) && step.state === 'pending' && d.ordered) {
         // the subject's later events wait for this one: not due before its retry
         await tx.execute(sql`
           update event_deliveries set next_at = greatest(next_at, ${step.nextAt.toISOString()}::timestamptz)
@@ -424,6 +464,8 @@ async function record(deps: DeliverDeps, attempts: Attempt[], leaseUntil: Date):
             and id > ${d.id}`);
       }
     }
+    // all sent, and it was not failing: nothing to write about its health
+    if (!first.delivery.failing && attempts.every((a) => succeeded(a.outcome))) return false;
     return health(tx, deps, endpointId, attempts);
   });
   if (disabled) subscriptionsOf(deps.db).changed();
