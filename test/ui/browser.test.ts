@@ -8,6 +8,8 @@
  * Needs Chromium at /usr/bin/chromium (`apt-get install -y chromium`), or CHROMIUM_PATH.
  */
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
@@ -50,7 +52,8 @@ describe('the console in Chromium', () => {
     }
     mkdirSync(ARTIFACTS, { recursive: true });
     db = await createTestDatabase(availableEngines()[0]!);
-    server = await startTestServer(db.database);
+    // the endpoint case's receiver is on this machine's loopback
+    server = await startTestServer(db.database, { env: { OUTBOUND_ALLOW_PRIVATE: 'true' } });
     profile = mkdtempSync(join(tmpdir(), 'sb-chromium-'));
     context = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
@@ -141,6 +144,71 @@ describe('the console in Chromium', () => {
     expect(foreign).toEqual([]);
     expect(errors).toEqual([]);
     expect(blocked).toEqual([]);
+  }, 60_000);
+
+  it("shows an endpoint's failed attempt and replays it with its button", async () => {
+    // the user's receiver: refuses at first (500), then accepts
+    let accepting = false;
+    const seen: { id: string; status: number }[] = [];
+    const receiver = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const status = accepting ? 204 : 500;
+        seen.push({ id: String(req.headers['webhook-id']), status });
+        res.writeHead(status).end();
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    const port = (receiver.address() as AddressInfo).port;
+    try {
+      const api = (path: string, body: unknown) =>
+        fetch(`${server.url}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+      const made = await api('/v1/endpoints', {
+        url: `http://127.0.0.1:${port}/hooks`,
+        name: 'browser-crm',
+        events: ['message.status'],
+        ordered: true,
+      });
+      expect(made.status).toBe(201);
+      const endpoint = (await made.json()) as { id: string };
+      const sent = await api('/v1/messages', {
+        messages: [{ from: 'Acme', to: phone(), type: 'sms', text: 'Your order has shipped' }],
+      });
+      expect(sent.status).toBe(202);
+      // the first event (queued) fails; ordered, so the rest wait behind its retry
+      await expect.poll(() => seen.length, WAIT).toBeGreaterThan(0);
+      const failed = seen[0]!;
+      expect(failed.status).toBe(500);
+
+      await page.goto(`${server.url}/ui/endpoints`);
+      await page.getByRole('link', { name: 'browser-crm' }).click();
+      await page.waitForURL(`${server.url}/ui/endpoints/${endpoint.id}`, WAIT);
+      const row = page.locator('tr', { hasText: failed.id });
+      await expect.poll(() => row.first().textContent(), WAIT).toContain('500');
+
+      accepting = true;
+      await row
+        .first()
+        .getByRole('button', { name: `Replay event ${failed.id} to this endpoint` })
+        .click();
+      await expect.poll(() => page.locator('body').textContent(), WAIT).toContain('Queued 1');
+      // the same event again, with the same id, now accepted
+      await expect
+        .poll(() => seen.some((s) => s.id === failed.id && s.status === 204), WAIT)
+        .toBe(true);
+      await page.reload();
+      await expect
+        .poll(() => page.locator('tr', { hasText: '(replay)' }).count(), WAIT)
+        .toBeGreaterThan(0);
+      expect(errors).toEqual([]);
+      expect(blocked).toEqual([]);
+    } finally {
+      await new Promise((r) => receiver.close(r));
+    }
   }, 60_000);
 
   it('renders the API docs under the same content policy', async () => {
