@@ -67,4 +67,12 @@ BEGIN
   PERFORM pg_notify('switchboard_deliveries', '');
   RETURN NULL;
 END $$;--> statement-breakpoint
-CREATE TRIGGER "event_deliveries_queued" AFTER INSERT ON "event_deliveries" FOR EACH STATEMENT EXECUTE FUNCTION "switchboard_deliveries_queued"();
+CREATE TRIGGER "event_deliveries_queued" AFTER INSERT ON "event_deliveries" FOR EACH STATEMENT EXECUTE FUNCTION "switchboard_deliveries_queued"();--> statement-breakpoint
+-- and a change to which endpoints want which events tells every instance to read them again
+-- (src/events/subscriptions.ts), instead of within its periodic refresh
+CREATE FUNCTION "switchboard_endpoints_changed"() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('switchboard_endpoints', '');
+  RETURN NULL;
+END $$;--> statement-breakpoint
+CREATE TRIGGER "endpoints_changed" AFTER INSERT OR DELETE OR UPDATE OF "enabled", "event_types", "name" ON "endpoints" FOR EACH STATEMENT EXECUTE FUNCTION "switchboard_endpoints_changed"();

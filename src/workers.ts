@@ -8,6 +8,7 @@ import { callDispatchHook, type EventDeps, fireDueTimers } from './calls/events.
 import type { Clock } from './clock.ts';
 import type { Database, LeaderLock } from './db/client.ts';
 import { createEndpointRateLimiter, deliverOnce } from './events/deliver.ts';
+import { subscriptionsOf } from './events/subscriptions.ts';
 import { removeExpiredKeys } from './http/idempotency.ts';
 import type { Metrics } from './http/metrics.ts';
 import type { OutboundSend } from './http/outbound.ts';
@@ -59,6 +60,8 @@ const HOUR = 3_600_000;
 
 /** The channel the `event_deliveries_queued` trigger (migration 0011) notifies. */
 export const DELIVERIES_QUEUED = 'switchboard_deliveries';
+/** The channel the `endpoints_changed` trigger (migration 0011) notifies. */
+export const ENDPOINTS_CHANGED = 'switchboard_endpoints';
 
 /**
  * Runs `step` repeatedly: again at once while it reports more work, else after `idleMs` (or
@@ -209,15 +212,17 @@ export function startWorkers(deps: WorkerDeps): Workers {
       });
       return attempted > 0;
     });
-  const unlisten = deliveries
-    ? deps.database
-        .listen(DELIVERIES_QUEUED, () => deliveries.wake())
-        .catch((err: unknown) => {
-          // the poll still delivers; only the wake-up is lost
-          logger.warn({ err }, 'cannot listen for queued deliveries; polling only');
-          return undefined;
-        })
-    : undefined;
+  const listening = (channel: string, onNotify: () => void) =>
+    deps.database.listen(channel, onNotify).catch((err: unknown) => {
+      // the polls still do the work; only the wake-up is lost
+      logger.warn({ err, channel }, 'cannot listen; polling only');
+      return undefined;
+    });
+  const unlisten = [
+    deliveries ? listening(DELIVERIES_QUEUED, () => deliveries.wake()) : undefined,
+    // an endpoint made or changed on any instance: this one's events cache reads them again
+    listening(ENDPOINTS_CHANGED, () => subscriptionsOf(deps.database.db).changed()),
+  ];
 
   return {
     wake: () => dispatcher.wake(),
@@ -230,7 +235,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
         timers.stop(),
         retention.stop(),
         deliveries?.stop(),
-        unlisten?.then((stop) => stop?.()),
+        ...unlisten.map((u) => u?.then((stop) => stop?.())),
       ]);
       await leader.release();
     },

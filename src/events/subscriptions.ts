@@ -4,9 +4,11 @@
  * anything for events. With no endpoint, `wants` is a Set lookup and nothing else happens.
  *
  * One cache per database handle (a WeakMap), loaded at first use and refreshed:
- * - at once after `changed()` (the endpoints store calls it after each write it committed);
- * - otherwise every REFRESH_MS in the background, so that an endpoint another instance made
- *   or changed starts receiving events here within that time (docs/events.md).
+ * - at once after `changed()`: the endpoints store calls it after each write it committed,
+ *   and every instance's workers when the `endpoints_changed` trigger notifies them (a change
+ *   made on another instance, src/workers.ts);
+ * - otherwise every REFRESH_MS in the background, which bounds the wait should a
+ *   notification be missed (docs/events.md).
  *
  * While it does not know (before its first load, and from `changed()` until the refresh
  * after it has read the table), `wants` answers true: the statement then decides in SQL
