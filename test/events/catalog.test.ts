@@ -36,7 +36,7 @@ describe('docs/events.md', () => {
     expect(parsed.error?.issues ?? []).toEqual([]);
   });
 
-  it('says how soon another instance sees a new endpoint', () => {
+  it('says how soon, at worst, another instance sees a new endpoint', () => {
     expect(DOC).toContain(`within **${REFRESH_MS / 1000} seconds**`);
   });
 });
