@@ -12,7 +12,7 @@ import { z } from '@hono/zod-openapi';
 import { and, desc, eq, lt, type SQL } from 'drizzle-orm';
 import type { Queryable } from '../db/client.ts';
 import { deliveryAttempts, eventDeliveries, outgoingEvents } from '../db/schema/endpoints.ts';
-import { AppError } from '../errors.ts';
+import { decodeIdCursor, encodeIdCursor } from '../http/cursor.ts';
 import { webhookId } from './sign.ts';
 
 export const ATTEMPT_STATUSES = ['succeeded', 'failed'] as const;
@@ -86,25 +86,13 @@ export interface PageOptions {
   cursor?: string | undefined;
 }
 
-function decodeCursor(cursor: string): number {
-  const id = Buffer.from(cursor, 'base64url').toString('utf8');
-  if (!/^[1-9]\d{0,15}$/.test(id)) {
-    throw new AppError('VALIDATION_ERROR', 'cursor is not one this API returned', [
-      { path: 'cursor', code: 'INVALID_CURSOR', message: 'pass nextCursor from a previous page' },
-    ]);
-  }
-  return Number(id);
-}
-
-const encodeCursor = (id: number) => Buffer.from(String(id)).toString('base64url');
-
 /** `rows` (one more than `limit` when there is a next page) as a page. */
 function pageOf<R extends { id: number }, V>(rows: R[], limit: number, view: (r: R) => V) {
   const page = rows.slice(0, limit);
   const last = page.at(-1);
   return {
     items: page.map(view),
-    nextCursor: rows.length > limit && last ? encodeCursor(last.id) : null,
+    nextCursor: rows.length > limit && last ? encodeIdCursor(last.id) : null,
   };
 }
 
@@ -116,7 +104,7 @@ export async function listAttempts(
 ): Promise<AttemptPage> {
   const limit = opts.limit ?? 50;
   const where: SQL[] = [eq(deliveryAttempts.endpointId, endpointId)];
-  if (opts.cursor) where.push(lt(deliveryAttempts.id, decodeCursor(opts.cursor)));
+  if (opts.cursor) where.push(lt(deliveryAttempts.id, decodeIdCursor(opts.cursor)));
   if (opts.status) where.push(eq(deliveryAttempts.status, opts.status));
   const rows = await db
     .select({ attempt: deliveryAttempts, type: outgoingEvents.type })
@@ -153,7 +141,7 @@ export async function listDeliveries(
 ): Promise<DeliveryPage> {
   const limit = opts.limit ?? 50;
   const where: SQL[] = [eq(eventDeliveries.endpointId, endpointId)];
-  if (opts.cursor) where.push(lt(eventDeliveries.id, decodeCursor(opts.cursor)));
+  if (opts.cursor) where.push(lt(eventDeliveries.id, decodeIdCursor(opts.cursor)));
   if (opts.state) where.push(eq(eventDeliveries.state, opts.state));
   const rows = await db
     .select({

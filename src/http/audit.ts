@@ -17,7 +17,7 @@ import type { MiddlewareHandler } from 'hono';
 import type { Clock } from '../clock.ts';
 import type { Queryable } from '../db/client.ts';
 import { auditLog } from '../db/schema/audit-log.ts';
-import { AppError } from '../errors.ts';
+import { decodeIdCursor, encodeIdCursor } from './cursor.ts';
 import type { AppEnv } from './env.ts';
 import { errorResponse } from './errors.ts';
 
@@ -138,16 +138,6 @@ export interface AuditFilter {
   cursor?: string | undefined;
 }
 
-function decodeCursor(cursor: string): number {
-  const id = Buffer.from(cursor, 'base64url').toString('utf8');
-  if (!/^[1-9]\d{0,15}$/.test(id)) {
-    throw new AppError('VALIDATION_ERROR', 'cursor is not one this API returned', [
-      { path: 'cursor', code: 'INVALID_CURSOR', message: 'pass nextCursor from a previous page' },
-    ]);
-  }
-  return Number(id);
-}
-
 /** Newest first, one page: rows are numbered in the order they were written. */
 export async function listAudit(db: Queryable, filter: AuditFilter): Promise<AuditPage> {
   const limit = filter.limit ?? 50;
@@ -156,7 +146,7 @@ export async function listAudit(db: Queryable, filter: AuditFilter): Promise<Aud
   if (filter.until) where.push(lte(auditLog.at, filter.until));
   if (filter.token) where.push(eq(auditLog.token, filter.token));
   if (filter.route) where.push(eq(auditLog.route, filter.route));
-  if (filter.cursor) where.push(lt(auditLog.id, decodeCursor(filter.cursor)));
+  if (filter.cursor) where.push(lt(auditLog.id, decodeIdCursor(filter.cursor)));
   const rows = await db
     .select()
     .from(auditLog)
@@ -176,7 +166,6 @@ export async function listAudit(db: Queryable, filter: AuditFilter): Promise<Aud
       requestId: r.requestId,
       changes: r.changes as AuditChanges,
     })),
-    nextCursor:
-      rows.length > limit && last ? Buffer.from(String(last.id)).toString('base64url') : null,
+    nextCursor: rows.length > limit && last ? encodeIdCursor(last.id) : null,
   };
 }
