@@ -1,5 +1,5 @@
 /**
- * The flows a server knows: every `flows/*.yaml`, loaded at start and re-read when a file
+ * The flows a server knows: every flow file (`isFlowFile`: not `*.test.yaml`), loaded at start and re-read when a file
  * changes (checked by modification time when a flow is asked for), so editing a file affects
  * the next call without a restart. Calls already running stay on the version they pinned
  * (see `machineFor`).
@@ -15,6 +15,8 @@ import {
   type CompileOptions,
   createFlowMachine,
   type FlowMachine,
+  flowIdOf,
+  isFlowFile,
   type LoadedFlow,
   loadFlowFile,
 } from '../flows/index.ts';
@@ -27,15 +29,13 @@ export interface FlowRegistry {
   machineFor(compiled: CompiledFlow): FlowMachine;
 }
 
-const EXTENSIONS = /\.ya?ml$/i;
-
 export function createFlowRegistry(dir: string, opts: CompileOptions = {}): FlowRegistry {
   const cache = new Map<string, { mtimeMs: number; flow: LoadedFlow }>();
   const machines = new Map<string, FlowMachine>();
 
   async function files(): Promise<string[]> {
     try {
-      return (await readdir(dir)).filter((f) => EXTENSIONS.test(f)).sort();
+      return (await readdir(dir)).filter(isFlowFile).sort();
     } catch {
       return []; // no flows directory: no flows
     }
@@ -68,7 +68,7 @@ export function createFlowRegistry(dir: string, opts: CompileOptions = {}): Flow
     },
     async get(id) {
       for (const file of await files()) {
-        if (file.replace(EXTENSIONS, '') === id) return load(file);
+        if (flowIdOf(file) === id) return load(file);
       }
       return undefined;
     },

@@ -44,6 +44,8 @@ export interface LoadedFlow {
   /** The file name without its extension. */
   id: string;
   file: string;
+  /** The file's text, as read (kept with each version a call runs on). */
+  source: string;
   /** The parsed flow, when it fits the schema. */
   definition: FlowDefinition | null;
   /** The compiled flow, when there is no error. */
@@ -54,6 +56,13 @@ export interface LoadedFlow {
 
 const FLOW_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 const FLOW_EXTENSIONS = ['.yaml', '.yml'];
+/** A flow's tests (`<id>.test.yaml`) sit next to it and are not a flow. */
+const TEST_FILE = /\.test\.ya?ml$/i;
+
+/** Whether a file name in the flows directory is a flow: `*.yaml` / `*.yml`, not `*.test.yaml`. */
+export function isFlowFile(name: string): boolean {
+  return FLOW_EXTENSIONS.includes(extname(name).toLowerCase()) && !TEST_FILE.test(name);
+}
 
 /** The id of a flow file: its name without `.yaml` / `.yml`. */
 export function flowIdOf(file: string): string {
@@ -85,6 +94,7 @@ export function parseFlowSource(
   const result: LoadedFlow = {
     id,
     file,
+    source,
     definition: null,
     compiled: null,
     errors: [],
@@ -199,7 +209,7 @@ export async function loadFlowFile(path: string, opts: CompileOptions = {}): Pro
 }
 
 /**
- * Loads every `*.yaml` / `*.yml` in a directory, sorted by id; a missing directory has no
+ * Loads every flow file in a directory (`isFlowFile`), sorted by id; a missing directory has no
  * flows. Two files with one id (`a.yaml`, `a.yml`) are both refused.
  *
  * @example
@@ -213,7 +223,7 @@ export async function loadFlows(dir: string, opts: CompileOptions = {}): Promise
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw e;
   }
-  const files = names.filter((n) => FLOW_EXTENSIONS.includes(extname(n))).sort();
+  const files = names.filter(isFlowFile).sort();
   const flows = await Promise.all(files.map((n) => loadFlowFile(join(dir, n), opts)));
   const byId = new Map<string, LoadedFlow[]>();
   for (const flow of flows) byId.set(flow.id, [...(byId.get(flow.id) ?? []), flow]);
