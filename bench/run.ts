@@ -14,8 +14,8 @@
  * - Prints a table and writes `bench/results/<timestamp>.json`.
  *
  * BENCH_SECONDS (default 10) sets each measured load's length; BENCH_SCALE (default 1) scales
- * the data sets down for a quick trial (the goals are judged at 1 only); BENCH_ONLY=a,b,c,d,g,memory
- * runs some parts only; BENCH_PROF=<dir> writes a CPU profile of the server there;
+ * the data sets down for a quick trial (the goals are judged at 1 only); BENCH_ONLY=a,b,c,d,g,h,memory
+ * runs some parts only ((h): stored calls replayed through a changed flow, bench/replay.ts); BENCH_PROF=<dir> writes a CPU profile of the server there;
  * BENCH_LOG_LEVEL sets the server's LOG_LEVEL (default info, as deployed); BENCH_KEEP_LOGS=1
  * keeps the children's logs (e.g. for BENCH_NODE_ARGS=--trace-gc); BENCH_TRACE=<dir> writes each
  * open-loop load's requests there as CSV, to line slow ones up with those logs.
@@ -38,6 +38,7 @@ import type { LoadResult } from './lib/load.ts';
 import { type MachineShare, machineShare, machineTicks } from './lib/metrics.ts';
 import { benchMemory, type MemoryBench } from './memory.ts';
 import { benchRead, type ReadBench } from './read.ts';
+import { benchReplay, type ReplayBench } from './replay.ts';
 import { benchSpeech, type SpeechBench } from './speech.ts';
 
 const READY = /"port":(\d+),"msg":"listening"/;
@@ -86,6 +87,7 @@ function goals(r: {
   speech: Outcome<SpeechBench>;
   read: Outcome<ReadBench>;
   events: Outcome<EventsBench>;
+  replay: Outcome<ReplayBench>;
   compile: CompileBench;
   peakRssMB: number;
   peakRssInPartMB: Record<string, number>;
@@ -112,6 +114,11 @@ function goals(r: {
       ? eventsRows(r.events)
       : [missing('(g) events: CPU per event delivered / per callback', '<= 2', r.events)]),
   );
+  rows.push(
+    done(r.replay)
+      ? replayRow(r.replay)
+      : missing('(h) stored calls replayed through a changed flow', 'reported', r.replay),
+  );
   return [...rows, ...restRows(compile, r.peakRssMB, r.peakRssInPartMB)];
 }
 
@@ -136,6 +143,41 @@ function eventsRows(e: EventsBench): GoalRow[] {
         r.events === r.load.requests,
     },
   ];
+}
+
+/** (h): no goal of its own; replayed calls/s beside the rate the same calls were ingested at. */
+function replayRow(r: ReplayBench): GoalRow {
+  return {
+    goal: `(h) ${r.calls} stored calls replayed through a changed flow`,
+    figure: `${r.replay.callsPerSecond} calls/s replayed vs ${r.ingest.callsPerSecond} calls/s ingested (${r.ingest.webhooksPerSecond} webhooks/s) = ${r.ratio}`,
+    target: 'reported',
+    met: null,
+  };
+}
+
+/** (h) in full: the same calls, ingested and replayed, side by side. */
+function printReplay(r: ReplayBench): void {
+  printGrid(
+    ['(h) stage', 'calls', 'requests', 'seconds', 'calls/s', 'server CPU us/call'],
+    [
+      [
+        'ingest (callbacks + key webhooks)',
+        String(r.calls),
+        String(r.ingest.webhooks),
+        String(r.ingest.seconds),
+        String(r.ingest.callsPerSecond),
+        '-',
+      ],
+      [
+        `replay (${r.replay.differing} differ, ${r.replay.skipped} skipped)`,
+        String(r.replay.replayed),
+        '1',
+        String(r.replay.seconds),
+        String(r.replay.callsPerSecond),
+        String(r.replay.cpu.switchboardUsPerRequest),
+      ],
+    ],
+  );
 }
 
 function ingestRows(ingest: IngestBench): GoalRow[] {
@@ -464,6 +506,8 @@ async function main(): Promise<void> {
     // (d) before (c): the call runtime's work goes on after (c) (timers, follow-ups to send)
     const read = await part('d', () => benchRead(ctx));
     const speech = await part('c', () => benchSpeech(ctx));
+    // (h) last: its calls are counted from its own start, after (c)'s of the same flow
+    const replay = await part('h', () => benchReplay(ctx));
     const peakRssMB = round((memory.stop() * 1024) / 1e6, 1);
 
     const results = {
@@ -473,6 +517,7 @@ async function main(): Promise<void> {
       speech,
       read,
       events,
+      replay,
       compile,
       peakRssMB,
       peakRssAfterMB: rssMB,
@@ -484,6 +529,10 @@ async function main(): Promise<void> {
     console.log('');
     if (done(ingest)) {
       printIngest(ingest);
+      console.log('');
+    }
+    if (done(replay)) {
+      printReplay(replay);
       console.log('');
     }
     printTable(rows);

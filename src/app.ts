@@ -39,6 +39,9 @@ import { pageHeaders } from './http/page-headers.ts';
 import { auditRoutes } from './http/routes/audit.ts';
 import { callRoutes } from './http/routes/calls.ts';
 import { endpointRoutes } from './http/routes/endpoints.ts';
+import { flowReplayRoutes } from './http/routes/flow-replay.ts';
+import { flowVersionRoutes } from './http/routes/flow-versions.ts';
+import { flowWriteRoutes } from './http/routes/flow-write.ts';
 import { flowRoutes } from './http/routes/flows.ts';
 import { hookRoutes } from './http/routes/hooks.ts';
 import { inboundRoutes } from './http/routes/inbound.ts';
@@ -172,6 +175,13 @@ export function createApp(deps: AppDeps) {
   );
   app.route('/', callRoutes(calls));
   app.route('/', flowRoutes({ db, flows }));
+  app.route('/', flowVersionRoutes({ db, flows }));
+  app.route('/', flowReplayRoutes({ db, flows, clock }));
+  // PUT /v1/flows/{id}: off unless FLOWS_WRITABLE (a single-instance convenience)
+  app.route(
+    '/',
+    flowWriteRoutes({ flows, dir: deps.config.flowsDir, writable: deps.config.flowsWritable }),
+  );
   app.route('/', tokenRoutes({ store: tokens }));
   app.route('/', auditRoutes({ db }));
   // an endpoint's URL is held to the outbound policy when stored (the worker sends through it)
@@ -185,7 +195,7 @@ export function createApp(deps: AppDeps) {
   if (deps.sandbox) app.route('/sandbox', deps.sandbox);
   app.route(
     '/ui',
-    consoleRoutes({ config: deps.config, db, clock, flows, calls, sandbox: deps.sandbox }),
+    consoleRoutes({ config: deps.config, db, clock, flows, calls, sandbox: deps.sandbox, tokens }),
   );
 
   // after every route is mounted: throws when a /v1 route declares no scope

@@ -103,6 +103,8 @@ export const EnvSchema = z.object({
     .optional()
     .transform((v) => (v === undefined || v === '' ? 'auto' : v)),
   FLOWS_DIR: optionalString,
+  // the console and PUT /v1/flows/{id} may write flow files (one instance only: docs/flows.md)
+  FLOWS_WRITABLE: bool,
   // a YAML file of event endpoints applied at start (src/events/endpoints-file.ts)
   ENDPOINTS_FILE: optionalString,
   SHUTDOWN_TIMEOUT_MS: positiveInt(10_000),
@@ -206,6 +208,8 @@ export interface Config {
   /** LOG_FORMAT: JSON lines, readable lines, or (auto) readable on a terminal only */
   logFormat: 'auto' | 'json' | 'pretty';
   flowsDir: string;
+  /** FLOWS_WRITABLE: an admin token may write flow files from the console or the API */
+  flowsWritable: boolean;
   /** ENDPOINTS_FILE: event endpoints declared in YAML, applied at start; unset: none */
   endpointsFile: string | undefined;
   /**
@@ -316,6 +320,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logPii: e.LOG_PII,
     logFormat: e.LOG_FORMAT,
     flowsDir: e.FLOWS_DIR ?? './flows',
+    flowsWritable: e.FLOWS_WRITABLE,
     endpointsFile: e.ENDPOINTS_FILE,
     secretFromEnv: (name) => env[name],
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,

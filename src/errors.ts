@@ -50,6 +50,10 @@ export const ERROR_CODES = [
   'IDEMPOTENCY_KEY_IN_USE',
   // an endpoint declared in ENDPOINTS_FILE: changed by editing the file, not through the API
   'ENDPOINT_READ_ONLY',
+  // a flow written through the console or the API while FLOWS_WRITABLE is off
+  'FLOWS_READ_ONLY',
+  // a flow version no call ran on and the file is not at (GET /v1/flows/{id}/diff, versions)
+  'UNKNOWN_FLOW_VERSION',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -125,6 +129,7 @@ export const DETAIL_CODES = [
   'UNKNOWN_FLOW',
   'UNKNOWN_PARAM',
   'UNKNOWN_LANGUAGE',
+  'UNKNOWN_FLOW_VERSION',
   // a flow's check rules (src/flows/checks.ts FLOW_RULES)
   'YAML_SYNTAX',
   'DUPLICATE_KEY',
@@ -146,6 +151,15 @@ export const DETAIL_CODES = [
   'SEND_CASCADE',
   'MENU_LIMIT',
   'PROVIDER_MENU',
+  // a flow's assert: section (src/flows/assertions.ts)
+  'ASSERT_OUTCOME',
+  'ASSERT_MAX_MESSAGES',
+  'ASSERT_MAX_DURATION',
+  'ASSERT_PROMPT_LENGTH',
+  'ASSERT_TIMEOUT',
+  'ASSERT_PATH',
+  'ASSERT_REACHABLE',
+  'ASSERT_UNREACHABLE',
   // an event endpoint (src/events/endpoints.ts)
   'UNKNOWN_EVENT_TYPE',
   'ADDRESS_NOT_ALLOWED',
@@ -204,9 +218,11 @@ export function httpStatus(
       return 401;
     case 'FORBIDDEN':
     case 'INSUFFICIENT_SCOPE':
+    case 'FLOWS_READ_ONLY':
       return 403;
     case 'ROUTE_NOT_FOUND':
     case 'NOT_FOUND':
+    case 'UNKNOWN_FLOW_VERSION':
       return 404;
     case 'METHOD_NOT_ALLOWED':
       return 405;

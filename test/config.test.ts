@@ -14,6 +14,8 @@ describe('loadConfig', () => {
       logLevel: 'info',
       logPii: false,
       logFormat: 'auto',
+      // flows come from their files: the console and the API write none (FLOWS_WRITABLE)
+      flowsWritable: false,
       // nothing guards /v1 and /ui: this machine only
       host: '127.0.0.1',
     });
@@ -53,6 +55,7 @@ describe('loadConfig', () => {
     ['LOG_LEVEL', 'loud'],
     ['LOG_PII', 'maybe'],
     ['LOG_FORMAT', 'colour'],
+    ['FLOWS_WRITABLE', 'maybe'],
   ])('a bad %s stops the start with a message naming it', (variable, value) => {
     let error: unknown;
     try {

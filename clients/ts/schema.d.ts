@@ -210,7 +210,11 @@ export interface paths {
     };
     /** One flow with its compiled menu template and a Mermaid diagram */
     get: operations['getFlow'];
-    put?: never;
+    /**
+     * Write a flow's file (FLOWS_WRITABLE only): checked and compiled first, written whole or not at all
+     * @description A single-instance convenience: the file is written to this instance's flows directory only. Several instances should take flows from version control. A draft with errors is refused with INVALID_FLOW (each detail names file:line:column and the rule) and nothing is written.
+     */
+    put: operations['updateFlow'];
     post?: never;
     delete?: never;
     options?: never;
@@ -229,6 +233,77 @@ export interface paths {
     get: operations['getFlowStats'];
     put?: never;
     post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/flows/{id}/versions': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The versions of a flow that ran, newest first, and the file’s own */
+    get: operations['listFlowVersions'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/flows/{id}/versions/{version}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** One version of a flow: its source and its compiled menus, languages and params */
+    get: operations['getFlowVersion'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/flows/{id}/diff': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Two versions of a flow compared: source diff, menus node by node, counters side by side */
+    get: operations['getFlowDiff'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/flows/{id}/replay': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Replay stored calls through a changed flow and report where they would differ
+     * @description Rebuilds each stored call's inputs (keys, silence, statuses, timers fired) and runs them through the flow in `source`; compares path, outcome and follow-ups with what the call did. Changes nothing.
+     */
+    post: operations['replayFlow'];
     delete?: never;
     options?: never;
     head?: never;
@@ -1121,6 +1196,7 @@ export interface components {
         | 'UNKNOWN_FLOW'
         | 'UNKNOWN_PARAM'
         | 'UNKNOWN_LANGUAGE'
+        | 'UNKNOWN_FLOW_VERSION'
         | 'YAML_SYNTAX'
         | 'DUPLICATE_KEY'
         | 'INVALID_ID'
@@ -1141,6 +1217,14 @@ export interface components {
         | 'SEND_CASCADE'
         | 'MENU_LIMIT'
         | 'PROVIDER_MENU'
+        | 'ASSERT_OUTCOME'
+        | 'ASSERT_MAX_MESSAGES'
+        | 'ASSERT_MAX_DURATION'
+        | 'ASSERT_PROMPT_LENGTH'
+        | 'ASSERT_TIMEOUT'
+        | 'ASSERT_PATH'
+        | 'ASSERT_REACHABLE'
+        | 'ASSERT_UNREACHABLE'
         | 'UNKNOWN_EVENT_TYPE'
         | 'ADDRESS_NOT_ALLOWED';
       message: string;
@@ -1634,6 +1718,338 @@ export interface components {
       outcomes: {
         [key: string]: number;
       };
+    };
+    FlowVersionList: {
+      flow: string;
+      /** @description the file's version; null when it does not compile or is gone */
+      current: string | null;
+      /** @description newest first */
+      items: components['schemas']['FlowVersionItem'][];
+      /** @description calls counted before counters were kept per version (in no item) */
+      unversioned: {
+        started: number;
+      };
+    };
+    FlowVersionItem: {
+      /** @example 3f9a1c0b7d2e4f68 */
+      version: string;
+      /** @description the flow file's version now */
+      current: boolean;
+      /** @description whether a call ran on it (false: the current file, no call started on it yet) */
+      runs: boolean;
+      /**
+       * Format: date-time
+       * @description when the first call started on it; null when none did
+       */
+      firstRunAt: string | null;
+      /**
+       * Format: date-time
+       * @description when the newest call kept on it started (retention removes old calls); null when none is kept
+       */
+      lastCallAt: string | null;
+      /** @description calls started on it */
+      started: number;
+      /** @description calls that reached each outcome */
+      outcomes: {
+        [key: string]: number;
+      };
+      /** @description whether its file's text is kept (versions run before it was kept have none) */
+      hasSource: boolean;
+    };
+    FlowVersionDetail: {
+      flow: string;
+      version: string;
+      current: boolean;
+      /** Format: date-time */
+      firstRunAt: string | null;
+      /** @description the file's text; null when not kept */
+      source: string | null;
+      title: string | null;
+      /** @description menus as written in the file */
+      menus: string[];
+      languages: string[];
+      params: {
+        [key: string]: {
+          type: string;
+          optional: boolean;
+        } & {
+          [key: string]: unknown;
+        };
+      };
+      /** @description provider menus after unrolling */
+      menuCount: number;
+      /** @description unrolled node ids in provider menu order */
+      nodes: string[];
+    };
+    FlowDiff: {
+      flow: string;
+      from: {
+        version: string;
+        current: boolean;
+        /** Format: date-time */
+        firstRunAt: string | null;
+        hasSource: boolean;
+      };
+      to: {
+        version: string;
+        current: boolean;
+        /** Format: date-time */
+        firstRunAt: string | null;
+        hasSource: boolean;
+      };
+      source: components['schemas']['FlowSourceDiff'];
+      menus: components['schemas']['FlowMenuDiff'];
+      stats: components['schemas']['FlowStatsCompared'];
+    };
+    FlowSourceDiff: {
+      /** @description unified diff; null when a side has no source */
+      patch: string | null;
+      hunks: {
+        oldStart: number;
+        oldLines: number;
+        newStart: number;
+        newLines: number;
+        lines: string[];
+      }[];
+      /** @description lines added */
+      added: number;
+      /** @description lines removed */
+      removed: number;
+      /** @description why there is no patch */
+      note: string | null;
+    };
+    FlowMenuDiff: {
+      added: string[];
+      removed: string[];
+      changed: {
+        node: string;
+        menu: string;
+        intro?: {
+          [key: string]: {
+            from: string | null;
+            to: string | null;
+          };
+        };
+        timeoutMs?: {
+          from: number | null;
+          to: number | null;
+        };
+        keys?: {
+          [key: string]: {
+            from: components['schemas']['FlowCompiledAction'][] | null;
+            to: components['schemas']['FlowCompiledAction'][] | null;
+          };
+        };
+        limits?: {
+          [key: string]: {
+            from: string | null;
+            to: string | null;
+          };
+        };
+      }[];
+      unchanged: number;
+      params: {
+        added: string[];
+        removed: string[];
+        changed: {
+          name: string;
+          from?: unknown;
+          to?: unknown;
+        }[];
+      };
+      languages: {
+        added: string[];
+        removed: string[];
+      };
+    };
+    FlowCompiledAction: {
+      [key: string]: unknown;
+    };
+    FlowStatsCompared: {
+      started: {
+        from: number;
+        to: number;
+      };
+      outcomes: {
+        [key: string]: {
+          from: components['schemas']['FlowStatShare'];
+          to: components['schemas']['FlowStatShare'];
+        };
+      };
+      failures: {
+        [key: string]: {
+          from: components['schemas']['FlowStatShare'];
+          to: components['schemas']['FlowStatShare'];
+        };
+      };
+      /** @description per unrolled node of either version; null on the side whose version lacks it */
+      nodes: {
+        [key: string]: {
+          from: components['schemas']['FlowNodeFigures'];
+          to: components['schemas']['FlowNodeFigures'];
+        };
+      };
+      languages: {
+        [key: string]: components['schemas']['FlowStatsSideBySide'];
+      };
+    };
+    FlowStatShare: {
+      count: number;
+      /** @description count / calls started, 0 to 1; null when none started */
+      share: number | null;
+    };
+    FlowNodeFigures: {
+      visits: number;
+      keys: {
+        [key: string]: number;
+      };
+      hangups: number;
+      /** @description null when not visited */
+      hangupsPerVisit: number | null;
+    } | null;
+    FlowStatsSideBySide: {
+      started: {
+        from: number;
+        to: number;
+      };
+      outcomes: {
+        [key: string]: {
+          from: components['schemas']['FlowStatShare'];
+          to: components['schemas']['FlowStatShare'];
+        };
+      };
+      failures: {
+        [key: string]: {
+          from: components['schemas']['FlowStatShare'];
+          to: components['schemas']['FlowStatShare'];
+        };
+      };
+      /** @description per unrolled node of either version; null on the side whose version lacks it */
+      nodes: {
+        [key: string]: {
+          from: components['schemas']['FlowNodeFigures'];
+          to: components['schemas']['FlowNodeFigures'];
+        };
+      };
+    };
+    FlowReplayReport: {
+      flowId: string;
+      /** @description the changed flow's version */
+      version: string;
+      since: string;
+      until: string | null;
+      /** @description calls of the period: replayed + skipped */
+      calls: number;
+      replayed: number;
+      same: number;
+      differing: number;
+      skipped: number;
+      differingBy: {
+        path: number;
+        outcome: number;
+        followUps: number;
+      };
+      skippedBy: {
+        'events-removed'?: number;
+        'texts-removed'?: number;
+        erased?: number;
+        'follow-up-rejected'?: number;
+        'input-unknown'?: number;
+        'vars-refused'?: number;
+        'language-missing'?: number;
+      };
+      /** @description outcomes of the replayed calls; `(none)` for no outcome */
+      outcomes: {
+        before: {
+          [key: string]: number;
+        };
+        after: {
+          [key: string]: number;
+        };
+      };
+      /** @description calls replayed event by event in stored order */
+      inOrder: number;
+      /** @description calls on which the changed flow's machine and provider menu disagree */
+      menuMismatches: number;
+      items: {
+        id: string;
+        flowVersion: string;
+        createdAt: string;
+        lang: string;
+        inputs: string[];
+        differs: ('path' | 'outcome' | 'followUps')[];
+        path?: {
+          before: components['schemas']['FlowReplayStep'][];
+          after: components['schemas']['FlowReplayStep'][];
+          partsAt: {
+            step: number;
+            before: components['schemas']['FlowReplayStep'] & (Record<string, never> | null);
+            after: components['schemas']['FlowReplayStep'] & (Record<string, never> | null);
+          };
+        };
+        outcome?: {
+          before: string | null;
+          after: string | null;
+        };
+        followUps?: {
+          before: components['schemas']['FlowReplayFollowUp'][];
+          after: components['schemas']['FlowReplayFollowUp'][];
+        };
+        menuDifferences?: string[];
+      }[];
+      skippedCalls: {
+        id: string;
+        /** @enum {string} */
+        reason:
+          | 'events-removed'
+          | 'texts-removed'
+          | 'erased'
+          | 'follow-up-rejected'
+          | 'input-unknown'
+          | 'vars-refused'
+          | 'language-missing';
+        message: string;
+      }[];
+      truncated: boolean;
+      limited: boolean;
+    };
+    FlowReplayStep: {
+      node: string;
+      key: string;
+      input?: string;
+    };
+    FlowReplayFollowUp: {
+      type: string;
+      text: string | null;
+    };
+    FlowReplayRequest: {
+      /** @description the changed flow's YAML, as its file would hold it */
+      source: string;
+      /**
+       * @description replay the calls started since then: a time back from now (30m, 12h, 7d, 2w) or an ISO 8601 time
+       * @example 7d
+       */
+      since: string;
+      /** @description and before then (default: now) */
+      until?: string;
+      /** @description at most this many calls, the oldest first */
+      limit?: number;
+    };
+    FlowWritten: {
+      id: string;
+      file: string;
+      /** @description the compiled version of what was written */
+      version: string;
+      /** @description true when the flow had no file before */
+      created: boolean;
+      checks: {
+        errors: components['schemas']['FlowIssue'][];
+        warnings: components['schemas']['FlowIssue'][];
+      };
+    };
+    FlowSource: {
+      /** @description the flow file, as YAML text */
+      source: string;
     };
     CreatedApiToken: {
       id: string;
@@ -3687,9 +4103,175 @@ export interface operations {
       };
     };
   };
-  getFlowStats: {
+  updateFlow: {
     parameters: {
       query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['FlowSource'];
+      };
+    };
+    responses: {
+      /** @description the flow was replaced */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['FlowWritten'];
+        };
+      };
+      /** @description the flow was created */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['FlowWritten'];
+        };
+      };
+      /** @description the draft has errors; nothing was written (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING, INVALID_FLOW) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING' | 'INVALID_FLOW';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description writing flows is off on this instance, or the token is not an admin (INSUFFICIENT_SCOPE, FLOWS_READ_ONLY) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INSUFFICIENT_SCOPE' | 'FLOWS_READ_ONLY';
+            };
+          };
+        };
+      };
+      /** @description the body is too large (PAYLOAD_TOO_LARGE) */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'PAYLOAD_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the body is not JSON in UTF-8 (UNSUPPORTED_MEDIA_TYPE) */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNSUPPORTED_MEDIA_TYPE';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  getFlowStats: {
+    parameters: {
+      query?: {
+        /** @description only calls pinned to this version (GET /v1/flows/{id}/versions) */
+        version?: string;
+        /** @description only calls in this language */
+        lang?: string;
+      };
       header?: never;
       path: {
         id: string;
@@ -3705,6 +4287,126 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['FlowStats'];
+        };
+      };
+      /** @description bad filter (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description no such flow (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  listFlowVersions: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description versions */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['FlowVersionList'];
         };
       };
       /** @description the request is not valid (VALIDATION_ERROR, INVALID_ENCODING) */
@@ -3759,6 +4461,422 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  getFlowVersion: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+        /** @description a version (16 hex digits, as GET /v1/flows/{id}/versions lists) or current */
+        version: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the version */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['FlowVersionDetail'];
+        };
+      };
+      /** @description the request is not valid (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description no such flow, or no such version of it (NOT_FOUND, UNKNOWN_FLOW_VERSION) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND' | 'UNKNOWN_FLOW_VERSION';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  getFlowDiff: {
+    parameters: {
+      query: {
+        /** @description a version (16 hex digits, as GET /v1/flows/{id}/versions lists) or current */
+        from: string;
+        /** @description a version (16 hex digits, as GET /v1/flows/{id}/versions lists) or current; default current */
+        to?: string;
+      };
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the comparison */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['FlowDiff'];
+        };
+      };
+      /** @description bad query (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description no such flow, or no such version of it (NOT_FOUND, UNKNOWN_FLOW_VERSION) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND' | 'UNKNOWN_FLOW_VERSION';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  replayFlow: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description 1 to 255 printable ASCII characters. The first answer to a request with this key is kept for 24 hours and given again (with `Idempotent-Replayed: true`) to a repeat of the same request; the same key with another request is a 409 IDEMPOTENCY_KEY_REUSED, and while the first is running a 409 IDEMPOTENCY_KEY_IN_USE. */
+        'Idempotency-Key'?: string;
+      };
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['FlowReplayRequest'];
+      };
+    };
+    responses: {
+      /** @description the report */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['FlowReplayReport'];
+        };
+      };
+      /** @description a bad since/until, or a draft that does not compile (INVALID_FLOW) (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING, INVALID_FLOW) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING' | 'INVALID_FLOW';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description no such flow (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description conflicts with an earlier request (IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_USE) */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'IDEMPOTENCY_KEY_REUSED' | 'IDEMPOTENCY_KEY_IN_USE';
+            };
+          };
+        };
+      };
+      /** @description the body is too large (PAYLOAD_TOO_LARGE) */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'PAYLOAD_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the body is not JSON in UTF-8 (UNSUPPORTED_MEDIA_TYPE) */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNSUPPORTED_MEDIA_TYPE';
             };
           };
         };

@@ -54,7 +54,7 @@ export async function applyTimer(
 export async function runStartEffects(
   tx: Tx,
   deps: RuntimeDeps & { db: Db },
-  row: { id: string; flowId: string },
+  row: { id: string; flowId: string; flowVersion: string; lang: string },
   effects: FlowEffect[],
 ): Promise<void> {
   const now = deps.clock.now();

@@ -183,7 +183,7 @@ export function decideStatus(
   if (status === 'accepted' && state === 'queued') state = 'accepted';
   if (FAILURES.has(status) && state !== 'ended') state = 'failed';
   addEvent(plan, { callId: row.id, kind: 'status', detail: { status }, at: now });
-  if (FAILURES.has(status)) addStats(plan, row.flowId, [{ metric: 'failure', subject: status }]);
+  if (FAILURES.has(status)) addStats(plan, row, [{ metric: 'failure', subject: status }]);
   const current = { state, outcome: row.outcome };
   const event: FlowEvent = { type: 'STATUS', status };
   const step = transition(deps, plan, call, snapshot, event, current, now);
@@ -215,7 +215,7 @@ export function decideTimer(
 export function decideStart(
   deps: DecideDeps,
   plan: CallPlan,
-  row: Pick<CallRow, 'id' | 'flowId'>,
+  row: Pick<CallRow, 'id' | 'flowId' | 'flowVersion' | 'lang'>,
   effects: FlowEffect[],
   now: Date,
 ): void {

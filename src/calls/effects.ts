@@ -20,7 +20,7 @@ export interface CallStatus {
 export function planEffects(
   plan: CallPlan,
   opts: { maxSmsParts?: number | undefined },
-  row: Pick<CallRow, 'id' | 'flowId'>,
+  row: Pick<CallRow, 'id' | 'flowId' | 'flowVersion' | 'lang'>,
   effects: FlowEffect[],
   current: CallStatus,
   now: Date,
@@ -133,6 +133,6 @@ export function planEffects(
         break;
     }
   }
-  addStats(plan, row.flowId, stats);
+  addStats(plan, row, stats);
   return { state, outcome };
 }

@@ -100,8 +100,17 @@ export function addNotify(plan: CallPlan, notify: PlannedNotify): void {
   plan.notifies.push(notify);
 }
 
-export function addStats(plan: CallPlan, flowId: string, entries: StatEntry[]): void {
-  countStats(plan.stats, flowId, entries);
+/** Counts under the call's flow, pinned version and language. */
+export function addStats(
+  plan: CallPlan,
+  call: Pick<CallRow, 'flowId' | 'flowVersion' | 'lang'>,
+  entries: StatEntry[],
+): void {
+  countStats(
+    plan.stats,
+    { flowId: call.flowId, version: call.flowVersion, lang: call.lang },
+    entries,
+  );
 }
 
 function timersOf(plan: CallPlan, callId: string): PlannedTimers {

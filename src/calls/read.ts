@@ -231,13 +231,30 @@ export const FlowStats = z
   .meta({ id: 'FlowStats' });
 export type FlowStats = z.infer<typeof FlowStats>;
 
-/** GET /v1/flows/{id}/stats: the aggregate counters (they outlive retention and erasure). */
-export async function flowStatsOf(db: Queryable, flowId: string): Promise<FlowStats> {
-  const rows = await db.select().from(flowStats).where(eq(flowStats.flowId, flowId));
+/** Which counters `flowStatsOf` adds up: a version, a language, or both (all when absent). */
+export interface FlowStatsFilter {
+  version?: string | undefined;
+  lang?: string | undefined;
+}
+
+/** A `flow_stats` row as `foldFlowStats` reads it. */
+export type FlowStatRow = Pick<
+  typeof flowStats.$inferSelect,
+  'metric' | 'subject' | 'key' | 'count'
+>;
+
+/**
+ * Adds counter rows up into the API's shape. Several rows can hold one counter (a version's
+ * languages, the versions of a flow): each adds, none replaces another.
+ */
+export function foldFlowStats(flowId: string, rows: Iterable<FlowStatRow>): FlowStats {
   const out: FlowStats = { flow: flowId, started: 0, nodes: {}, failures: {}, outcomes: {} };
   const node = (id: string) => {
     out.nodes[id] ??= { visits: 0, keys: {}, hangups: 0 };
     return out.nodes[id];
+  };
+  const add = (into: Record<string, number>, name: string, n: number) => {
+    into[name] = (into[name] ?? 0) + n;
   };
   for (const r of rows) {
     switch (r.metric) {
@@ -248,26 +265,51 @@ export async function flowStatsOf(db: Queryable, flowId: string): Promise<FlowSt
         node(r.subject).visits += r.count;
         break;
       case 'key':
-        node(r.subject).keys[r.key] = r.count;
+        add(node(r.subject).keys, r.key, r.count);
         break;
       case WRONG_INPUT_METRIC: {
         const n = node(r.subject);
         n.wrongInputs ??= {};
-        n.wrongInputs[r.key] = r.count;
+        add(n.wrongInputs, r.key, r.count);
         break;
       }
       case 'hangup':
         node(r.subject).hangups += r.count;
         break;
       case 'failure':
-        out.failures[r.subject] = r.count;
+        add(out.failures, r.subject, r.count);
         break;
       case 'outcome':
-        out.outcomes[r.subject] = r.count;
+        add(out.outcomes, r.subject, r.count);
         break;
     }
   }
   return out;
+}
+
+/**
+ * GET /v1/flows/{id}/stats: the aggregate counters (they outlive retention and erasure), of
+ * every version and language unless the filter names one. Counts made before versions and
+ * languages were kept apart have version and language '' and are only in the unfiltered sum.
+ */
+export async function flowStatsOf(
+  db: Queryable,
+  flowId: string,
+  filter: FlowStatsFilter = {},
+): Promise<FlowStats> {
+  const where = [eq(flowStats.flowId, flowId)];
+  if (filter.version !== undefined) where.push(eq(flowStats.version, filter.version));
+  if (filter.lang !== undefined) where.push(eq(flowStats.lang, filter.lang));
+  const rows = await db
+    .select({
+      metric: flowStats.metric,
+      subject: flowStats.subject,
+      key: flowStats.key,
+      count: flowStats.count,
+    })
+    .from(flowStats)
+    .where(and(...where));
+  return foldFlowStats(flowId, rows);
 }
 
 /** How many calls are in each state (the calls gauge of /metrics). */

@@ -5,6 +5,7 @@
 import { AppError, type ErrorCode, type ErrorDetail } from '../errors.ts';
 import {
   type CompiledFlow,
+  type LoadedFlow,
   nodeTokenSigner,
   persistFlowSnapshot,
   renderMenu,
@@ -137,12 +138,12 @@ export function prepareCall(
 
 export type PreparedCall = NonNullable<ReturnType<typeof prepareCall>['call']>;
 
-/** The flow's compiled form, or why it cannot start calls. */
-export async function compiledFlow(
+/** The flow as loaded, with its compiled form and source, or why it cannot start calls. */
+export async function startableFlow(
   deps: StartDeps,
   flowId: string,
   path: string,
-): Promise<CompiledFlow> {
+): Promise<LoadedFlow & { compiled: CompiledFlow }> {
   const flow = await deps.flows.get(flowId);
   if (!flow) {
     throw new AppError('UNKNOWN_FLOW', `no flow "${flowId}" in the flows directory`, [
@@ -158,5 +159,5 @@ export async function compiledFlow(
       })),
     ]);
   }
-  return flow.compiled;
+  return { ...flow, compiled: flow.compiled };
 }

@@ -13,11 +13,22 @@ import { runStartEffects } from './apply.ts';
 import type { StartDeps } from './deps.ts';
 import type { PreparedCall } from './start-prepare.ts';
 
-/** The flow version calls are pinned to (once per version). */
-export async function pinVersion(tx: Tx, compiled: CompiledFlow): Promise<void> {
+/**
+ * The flow version calls are pinned to (once per version), with the file's text it was
+ * compiled from. A version stored before keeps the source it has: a conflict does nothing, so
+ * concurrent starts never wait on the version's row (an edit that leaves the compiled form
+ * alone, a comment, is the same version, and keeps the first text).
+ */
+export async function pinVersion(
+  tx: Tx,
+  compiled: CompiledFlow,
+  source: string,
+  now: Date,
+): Promise<void> {
   await tx
     .insert(flowVersions)
-    .values({ flowId: compiled.id, version: compiled.version, compiled })
+    // created_at: the first call's start, on the clock its calls' own times come from
+    .values({ flowId: compiled.id, version: compiled.version, compiled, source, createdAt: now })
     .onConflictDoNothing();
 }
 

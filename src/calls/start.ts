@@ -10,10 +10,11 @@
 import type { z } from 'zod';
 import type { Tx } from '../db/client.ts';
 import { AppError } from '../errors.ts';
+import type { CompiledFlow } from '../flows/index.ts';
 import { itemInputProblem } from '../http/input.ts';
 import { issuesToDetails } from '../zod-issues.ts';
 import type { StartDeps } from './deps.ts';
-import { compiledFlow, type PreparedCall, prepareCall, type Rejection } from './start-prepare.ts';
+import { type PreparedCall, prepareCall, type Rejection, startableFlow } from './start-prepare.ts';
 import {
   BatchCall,
   type BatchCallsRequest,
@@ -22,7 +23,7 @@ import {
   type StartCallRequest,
 } from './start-schemas.ts';
 import { pinVersion, storeCalls } from './start-store.ts';
-import { bumpStats } from './stats.ts';
+import { bumpStats, type StatScope } from './stats.ts';
 
 export type { StartDeps } from './deps.ts';
 export { prepareCallMessage, prepareCallMessageWithSchemas } from './start-prepare.ts';
@@ -33,6 +34,13 @@ export {
   StartCallRequest,
 } from './start-schemas.ts';
 
+const STARTED = { metric: 'started', subject: '' };
+
+/** A new call's counters: its flow, the version it is pinned to, its language. */
+function statScope(compiled: CompiledFlow, p: PreparedCall): StatScope {
+  return { flowId: compiled.id, version: compiled.version, lang: p.lang };
+}
+
 /**
  * POST /v1/calls. `record`, when given, runs inside the transaction that stores the call,
  * with its answer (an Idempotency-Key's answer is kept there, src/http/idempotency.ts).
@@ -42,7 +50,8 @@ export async function startCall(
   input: StartCallRequest,
   record?: (tx: Tx, started: CallStarted) => Promise<void>,
 ): Promise<CallStarted> {
-  const compiled = await compiledFlow(deps, input.flow, 'flow');
+  const flow = await startableFlow(deps, input.flow, 'flow');
+  const compiled = flow.compiled;
   const now = deps.clock.now();
   const prepared = prepareCall(deps, compiled, input, '', now);
   if (prepared.error)
@@ -57,9 +66,9 @@ export async function startCall(
     state: 'queued',
   };
   await deps.db.transaction(async (tx) => {
-    await pinVersion(tx, compiled);
+    await pinVersion(tx, compiled, flow.source, now);
     await storeCalls(tx, deps, compiled, [{ p, input }], now);
-    await bumpStats(tx, compiled.id, [{ metric: 'started', subject: '' }]);
+    await bumpStats(tx, [{ scope: statScope(compiled, p), entries: [STARTED] }]);
     await record?.(tx, started);
   });
   deps.onQueued?.();
@@ -95,7 +104,8 @@ export async function startCalls(
   deps: StartDeps,
   input: BatchCallsRequest,
 ): Promise<{ flow: string; flowVersion: string; calls: BatchItemResult[]; queued: number }> {
-  const compiled = await compiledFlow(deps, input.flow, 'flow');
+  const flow = await startableFlow(deps, input.flow, 'flow');
+  const compiled = flow.compiled;
   const results: BatchItemResult[] = new Array(input.calls.length);
   let queued = 0;
   for (let start = 0; start < input.calls.length; start += BATCH_CHUNK) {
@@ -129,12 +139,11 @@ export async function startCalls(
     });
     if (ready.length === 0) continue;
     await deps.db.transaction(async (tx) => {
-      await pinVersion(tx, compiled);
+      await pinVersion(tx, compiled, flow.source, now);
       await storeCalls(tx, deps, compiled, ready, now);
       await bumpStats(
         tx,
-        compiled.id,
-        ready.map(() => ({ metric: 'started', subject: '' })),
+        ready.map((r) => ({ scope: statScope(compiled, r.p), entries: [STARTED] })),
       );
     });
     for (const r of ready) {

@@ -1,5 +1,5 @@
 /**
- * `switchboard flows ...`: validate, compile, graph, simulate and the JSON Schema.
+ * `switchboard flows ...`: validate, compile, graph, simulate, test and the JSON Schema.
  * Flows are read from `<cwd>/flows` unless `--dir` says otherwise.
  *
  * Exit codes: 0 fine, 1 a flow (or its vars, or a simulation) is wrong, 2 a usage error.
@@ -7,21 +7,28 @@
  * @example
  * await runFlows(['simulate', 'appointment-reminder', '--keys', '1', '--var', 'name=Ann', '--var', 'date=2025-03-01'], io);
  */
-import { mkdir, writeFile } from 'node:fs/promises';
-import { dirname, relative, resolve } from 'node:path';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { dirname, join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { AppError } from '../errors.ts';
 import {
   type CompiledFlow,
   type CompileOptions,
   type FlowIssue,
+  type FlowTestReport,
   flowJsonSchema,
+  flowTestFileFailure,
+  flowTestJsonSchema,
+  flowTestTarget,
   flowToMermaid,
+  formatFlowTestReport,
+  isFlowTestFile,
   type LoadedFlow,
   loadFlowFile,
   loadFlows,
   readTextVars,
   renderMenu,
+  runFlowTests,
   type Simulation,
   signNodeToken,
   simulateFlow,
@@ -32,6 +39,8 @@ export interface FlowsIo {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
   cwd: string;
+  /** where `flows replay` finds the server and its token (default: the process's) */
+  env?: Record<string, string | undefined>;
 }
 
 const USAGE = `Usage: switchboard flows <command> [options]
@@ -54,7 +63,14 @@ Commands:
       --status failed            then feed a call status (repeat)
       --timer noResponse         then fire a timer (repeat)
       --json                     print the whole simulation as JSON
+  test [ids...]                  run the flows' test files (<id>.test.yaml in --dir; all when
+                                 no id is named): a line per case, what no case reached, a
+                                 total; exit 1 when a case fails or a test file is invalid
+      --json                     print the reports as JSON
+  replay <id> --file f [--since 7d]  replay stored calls through a changed flow on the server
+                                 (switchboard flows replay --help); exit 1 when some differ
   schema [--out file]            print (or write) the JSON Schema of the flow language
+      --tests                    ... of flow test files instead (flows/test.schema.json)
 
 Options for every command:
   --dir path                     where the flows are (default ./flows)
@@ -84,6 +100,7 @@ function parse(argv: string[]) {
       json: { type: 'boolean' },
       folded: { type: 'boolean' },
       template: { type: 'boolean' },
+      tests: { type: 'boolean' },
       'max-menus': { type: 'string' },
       'max-visits': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -98,6 +115,11 @@ function parse(argv: string[]) {
  * const code = await runFlows(['validate'], { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
  */
 export async function runFlows(argv: string[], io: FlowsIo): Promise<number> {
+  if (argv[0] === 'replay') {
+    // talks to a running server, with options of its own (src/cli/flows-replay.ts)
+    const { runFlowsReplay } = await import('./flows-replay.ts');
+    return runFlowsReplay(argv.slice(1), io);
+  }
   const out = (text: string) => io.stdout.write(text);
   const err = (text: string) => io.stderr.write(text);
   try {
@@ -117,6 +139,8 @@ export async function runFlows(argv: string[], io: FlowsIo): Promise<number> {
         return await graph(ctx, one(args, 'graph'));
       case 'simulate':
         return await simulate(ctx, one(args, 'simulate'));
+      case 'test':
+        return await test(ctx, args);
       case 'schema':
         return await schema(ctx);
       default:
@@ -211,7 +235,8 @@ async function validate(ctx: Ctx, files: string[]): Promise<number> {
 
 /** One compiled flow by id, or exit 1 with its errors. */
 async function compiledFlow(ctx: Ctx, id: string): Promise<CompiledFlow | null> {
-  const flows = await loadFlows(flowsDir(ctx), ctx.opts);
+  // assert: is validate's: a counterexample it prints can be simulated here
+  const flows = await loadFlows(flowsDir(ctx), { ...ctx.opts, assertions: false });
   const flow: LoadedFlow | undefined = flows.find((f) => f.id === id);
   if (!flow) {
     const known = flows.map((f) => f.id).join(', ') || 'none';
@@ -367,7 +392,7 @@ function describeInput(step: Simulation['machine']['path'][number]): string {
 }
 
 async function schema(ctx: Ctx): Promise<number> {
-  const text = `${JSON.stringify(flowJsonSchema(), null, 2)}\n`;
+  const text = `${JSON.stringify(ctx.values.tests ? flowTestJsonSchema() : flowJsonSchema(), null, 2)}\n`;
   if (ctx.values.out === undefined) {
     ctx.out(text);
     return 0;
@@ -377,4 +402,80 @@ async function schema(ctx: Ctx): Promise<number> {
   await writeFile(path, text);
   ctx.out(`wrote ${relative(ctx.io.cwd, path) || path}\n`);
   return 0;
+}
+
+/**
+ * `flows test [ids...]`: every test file of --dir (or those of the flows named), each run
+ * against the flow it names. A flow without tests is listed, not failed; a test file whose
+ * flow is missing or does not compile fails with that.
+ */
+async function test(ctx: Ctx, ids: string[]): Promise<number> {
+  const dir = flowsDir(ctx);
+  const shown = (path: string) => relative(ctx.io.cwd, path) || path;
+  let names: string[];
+  try {
+    names = (await readdir(dir)).filter(isFlowTestFile).sort();
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    names = [];
+  }
+  // a failing assert: is validate's to report; the cases still run
+  const flows = await loadFlows(dir, { ...ctx.opts, assertions: false });
+  const byId = new Map(flows.map((f) => [f.id, f]));
+  const files = await Promise.all(
+    names.map(async (name) => {
+      const path = join(dir, name);
+      const source = await readFile(path, 'utf8');
+      return { file: shown(path), source, target: flowTestTarget(source, path) };
+    }),
+  );
+  for (const id of ids) {
+    if (!byId.has(id) && !files.some((f) => f.target.flow === id)) {
+      const known = flows.map((f) => f.id).join(', ') || 'none';
+      throw new UsageError(`no flow "${id}" in ${dir} (flows: ${known})`);
+    }
+  }
+  const chosen = ids.length > 0 ? files.filter((f) => ids.includes(f.target.flow)) : files;
+  const reports: FlowTestReport[] = chosen.map(({ file, source, target }) => {
+    const flow = byId.get(target.flow);
+    if (!flow) {
+      const known = flows.map((f) => f.id).join(', ') || 'none';
+      return flowTestFileFailure(
+        file,
+        target.flow,
+        `there is no flow "${target.flow}" in ${shown(dir) || '.'} (flows: ${known})`,
+        target,
+      );
+    }
+    if (!flow.compiled) {
+      const first = flow.errors[0];
+      const why = first
+        ? `: ${shown(first.file)}:${first.line}:${first.column} ${first.message}`
+        : '';
+      return flowTestFileFailure(
+        file,
+        target.flow,
+        `flow "${target.flow}" does not compile (${flow.errors.length} error${flow.errors.length === 1 ? '' : 's'})${why}`,
+        target,
+      );
+    }
+    return runFlowTests(flow.compiled, source, file);
+  });
+  const tested = new Set(files.map((f) => f.target.flow));
+  const untested = (ids.length > 0 ? ids : flows.map((f) => f.id)).filter((id) => !tested.has(id));
+  const passed = reports.reduce((n, r) => n + r.passed, 0);
+  const failed = reports.reduce((n, r) => n + r.failed, 0);
+  const errors = reports.reduce((n, r) => n + r.errors.length, 0);
+  const ok = failed === 0 && errors === 0;
+  if (ctx.values.json) {
+    ctx.out(`${JSON.stringify({ ok, passed, failed, errors, reports, untested }, null, 2)}\n`);
+    return ok ? 0 : 1;
+  }
+  for (const report of reports) ctx.out(formatFlowTestReport(report));
+  for (const id of untested) ctx.out(`${id}: no tests\n`);
+  const count = (n: number, one: string) => `${n} ${one}${n === 1 ? '' : 's'}`;
+  ctx.out(
+    `${count(reports.length, 'test file')}: ${passed} passed, ${failed} failed, ${count(errors, 'error')}${untested.length > 0 ? `; no tests: ${untested.join(', ')}` : ''}\n`,
+  );
+  return ok ? 0 : 1;
 }

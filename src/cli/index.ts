@@ -17,6 +17,8 @@ Commands:
   flows compile <id> [--var k=v] [--lang xx]   print a flow's provider menu JSON
   flows graph <id>              print a flow as a Mermaid diagram
   flows simulate <id> --keys 1,timeout,2       walk a flow by its machine and its menu
+  flows test [ids...]           run the flows' test files (<id>.test.yaml); exit 1 on a failure
+  flows replay <id> --file f --since 7d   replay stored calls through a changed flow (on the server)
   flows schema [--out file]     print the JSON Schema of the flow language
   send [flags | --file f]       send messages (one from flags, or a JSON/CSV file)
   call <flow> --to ... --from ... [--var k=v] [--wait]   start a call from a flow
@@ -41,7 +43,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     }
     case 'flows': {
       const { runFlows } = await import('./flows.ts');
-      return runFlows(rest, { stdout: io.stdout, stderr: io.stderr, cwd: io.cwd });
+      return runFlows(rest, { stdout: io.stdout, stderr: io.stderr, cwd: io.cwd, env: io.env });
     }
     case 'send': {
       const { runSend } = await import('./send.ts');

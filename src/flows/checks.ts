@@ -47,6 +47,14 @@ export const FLOW_RULES = [
   'SEND_CASCADE',
   'MENU_LIMIT',
   'PROVIDER_MENU',
+  'ASSERT_OUTCOME',
+  'ASSERT_MAX_MESSAGES',
+  'ASSERT_MAX_DURATION',
+  'ASSERT_PROMPT_LENGTH',
+  'ASSERT_TIMEOUT',
+  'ASSERT_PATH',
+  'ASSERT_REACHABLE',
+  'ASSERT_UNREACHABLE',
 ] as const satisfies readonly DetailCode[];
 export type FlowRule = (typeof FLOW_RULES)[number];
 

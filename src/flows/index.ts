@@ -17,6 +17,8 @@ export * from './render.ts';
 export * from './schema.ts';
 export * from './simulate.ts';
 export * from './template.ts';
+export * from './test-schema.ts';
+export * from './testing.ts';
 export * from './token.ts';
 export * from './unroll.ts';
 export * from './vars.ts';

@@ -23,6 +23,7 @@ import type { z } from 'zod';
 import { formatPath } from '../errors.ts';
 import { issuesToDetails } from '../provider/issues.ts';
 import { SpeechMenu } from '../provider/menu.ts';
+import { checkFlowAssertions } from './assertions.ts';
 import { checkFlow, type FlowRule, type IssuePath } from './checks.ts';
 import { type CompiledFlow, type CompileOptions, compileFlow } from './compile.ts';
 import { ACTION_KINDS, FlowDefinition } from './schema.ts';
@@ -64,9 +65,30 @@ export function isFlowFile(name: string): boolean {
   return FLOW_EXTENSIONS.includes(extname(name).toLowerCase()) && !TEST_FILE.test(name);
 }
 
+/** Whether a file name is a flow's test file (`<id>.test.yaml` / `.test.yml`). */
+export function isFlowTestFile(name: string): boolean {
+  return TEST_FILE.test(name);
+}
+
+/** The flow a test file is named after: `flows/a.test.yaml` -> `a`. */
+export function flowIdOfTestFile(file: string): string {
+  return basename(file).replace(TEST_FILE, '');
+}
+
 /** The id of a flow file: its name without `.yaml` / `.yml`. */
 export function flowIdOf(file: string): string {
   return basename(file, extname(file));
+}
+
+/**
+ * How to load a flow: the compiler's limits and whether to check the flow's `assert:`
+ * section (default: yes). Playing a flow (`flows simulate`, `flows test`) skips it, so that a
+ * counterexample can be played and a flow's test cases still run while an assertion fails;
+ * everything that runs or validates a flow checks it.
+ */
+export interface FlowLoadOptions extends CompileOptions {
+  /** false: leave `assert:` unchecked (it is still parsed against the schema). */
+  assertions?: boolean;
 }
 
 interface RawIssue {
@@ -88,7 +110,7 @@ interface RawIssue {
 export function parseFlowSource(
   source: string,
   file: string,
-  opts: CompileOptions & { id?: string } = {},
+  opts: FlowLoadOptions & { id?: string } = {},
 ): LoadedFlow {
   const id = opts.id ?? flowIdOf(file);
   const result: LoadedFlow = {
@@ -193,6 +215,11 @@ export function parseFlowSource(
     }
     return result;
   }
+  // The flow's own proven properties: a failing one makes the flow invalid, like any check.
+  if (opts.assertions !== false) {
+    for (const issue of checkFlowAssertions(compiled, parsed.data.assert ?? {})) addAtPath(issue);
+    if (result.errors.length > 0) return result;
+  }
   result.compiled = compiled;
   return result;
 }
@@ -204,7 +231,7 @@ export function parseFlowSource(
  * const flow = await loadFlowFile('flows/appointment-reminder.yaml');
  * flow.compiled?.version // 'a3f1...'
  */
-export async function loadFlowFile(path: string, opts: CompileOptions = {}): Promise<LoadedFlow> {
+export async function loadFlowFile(path: string, opts: FlowLoadOptions = {}): Promise<LoadedFlow> {
   return parseFlowSource(await readFile(path, 'utf8'), path, opts);
 }
 
@@ -215,7 +242,7 @@ export async function loadFlowFile(path: string, opts: CompileOptions = {}): Pro
  * @example
  * (await loadFlows('flows')).map((f) => f.id) // ['appointment-reminder', 'order-confirmation', ...]
  */
-export async function loadFlows(dir: string, opts: CompileOptions = {}): Promise<LoadedFlow[]> {
+export async function loadFlows(dir: string, opts: FlowLoadOptions = {}): Promise<LoadedFlow[]> {
   let names: string[];
   try {
     names = await readdir(dir);

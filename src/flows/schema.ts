@@ -304,6 +304,84 @@ export const Reactions = z.strictObject({
 });
 export type Reactions = z.infer<typeof Reactions>;
 
+/** What a path of `assert.paths` may press: a key (a number or a string) or `timeout` for silence. */
+const AssertedInput = z.union([z.number().int().min(0).max(9), z.enum([...FLOW_KEYS, 'timeout'])]);
+
+export const AssertedPath = z
+  .strictObject({
+    name: z.string().min(1).max(200).optional().meta({
+      description: 'What the path stands for, named in the message when it fails.',
+    }),
+    keys: z
+      .array(AssertedInput)
+      .min(1)
+      .meta({ description: 'Keys from the start until the call hangs up; `timeout` is silence.' }),
+    outcome: OutcomeName.optional().meta({ description: 'The outcome the path ends with.' }),
+    not: z
+      .union([OutcomeName, z.array(OutcomeName).min(1)])
+      .optional()
+      .meta({ description: 'An outcome (or several) the path must not end with.' }),
+  })
+  .refine(
+    (p) => p.outcome !== undefined || p.not !== undefined,
+    'a path names the outcome it ends with (outcome) or one it must not end with (not)',
+  )
+  .meta({
+    id: 'AssertedPath',
+    description:
+      'A key sequence from the start until the call hangs up, with the outcome it ends with (outcome), or must not end with (not), or both.',
+  });
+export type AssertedPath = z.infer<typeof AssertedPath>;
+
+/**
+ * Properties of the flow that `switchboard flows validate` proves over every path of keys
+ * (docs/flows.md, "Assertions"). Not part of the compiled flow: adding or changing them
+ * leaves a flow's version as it was.
+ */
+export const FlowAssertions = z
+  .strictObject({
+    outcomeOnEveryPath: z.boolean().optional().meta({
+      description: 'Every path of keys ends with an outcome. On (true) unless set to false.',
+    }),
+    maxMessages: z
+      .partialRecord(z.enum([...SEND_TYPES, 'total']), z.number().int().min(0))
+      .optional()
+      .meta({
+        description:
+          'At most this many messages of a type in one call (`total`: of any type), counting `send` actions on the path, their fallbacks, and the `on:` reactions that may run in the same call.',
+      }),
+    maxDuration: Duration.optional().meta({
+      description:
+        'The longest call, from answer to hang-up, over every path: each menu the path plays (every retry and every repeat is one) counts its longest prompt, from promptLengths, and then its whole timeout.',
+    }),
+    promptLengths: z.record(z.string().min(1), Duration).optional().meta({
+      description:
+        'The declared length of each prompt, keyed by the prompt as written in intro or reprompt (an audio URL or a provider id).',
+    }),
+    defaultPromptLength: Duration.optional().meta({
+      description: 'How long a prompt missing from promptLengths plays.',
+    }),
+    defaultTimeout: Duration.optional().meta({
+      description:
+        "The provider's wait for a key in a menu without `timeout` (its docs give no default): needed by maxDuration when a menu has none.",
+    }),
+    paths: z.array(AssertedPath).optional().meta({
+      description: 'Key sequences and the outcome each ends with (or must not end with).',
+    }),
+    reachable: z.array(OutcomeName).optional().meta({
+      description: 'Outcomes some call can end with, by its keys or by an `on:` reaction.',
+    }),
+    unreachable: z.array(OutcomeName).optional().meta({
+      description: 'Outcomes no call ends with, whatever its keys and whatever `on:` reacts to.',
+    }),
+  })
+  .meta({
+    id: 'FlowAssertions',
+    description:
+      'Properties proven over every path of the compiled flow by `switchboard flows validate`.',
+  });
+export type FlowAssertions = z.infer<typeof FlowAssertions>;
+
 export const FlowDefinition = z
   .strictObject({
     $schema: z.string().optional(),
@@ -320,6 +398,7 @@ export const FlowDefinition = z
       .record(MenuName, Menu)
       .refine((m) => Object.keys(m).length > 0, 'a flow needs at least one menu'),
     on: Reactions.optional(),
+    assert: FlowAssertions.optional(),
   })
   .meta({
     title: 'Switchboard flow',

@@ -20,6 +20,10 @@ function files(): Record<string, { path: string; type: string }> {
       path: join(here, 'assets', 'console.js'),
       type: 'text/javascript; charset=utf-8',
     },
+    'flow-edit.js': {
+      path: join(here, 'assets', 'flow-edit.js'),
+      type: 'text/javascript; charset=utf-8',
+    },
     'mermaid.min.js': {
       path: join(mermaid, 'dist', 'mermaid.min.js'),
       type: 'text/javascript; charset=utf-8',

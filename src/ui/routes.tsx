@@ -12,7 +12,10 @@
  * live part of the page and the diagram sources, then `done`), `POST /ui/calls/{id}/keys`
  * (`key=1`: JSON with `Accept: application/json`, else a redirect back), `POST
  * /ui/try/{flow}`, `POST /ui/login`, `POST /ui/logout`,
- * `GET /ui/assets/{console.css,console.js,mermaid.min.js}`.
+ * `GET /ui/assets/{console.css,console.js,flow-edit.js,mermaid.min.js}`. The flow editor:
+ * `/ui/flows/{id}/edit` and its posts (`check`, `test`, `replay`, `download`, `save`), in
+ * src/ui/flow-edit.tsx. A flow's versions: `/ui/flows/{id}/versions` and
+ * `/ui/flows/{id}/compare?from=&to=` (src/ui/pages/flow-versions.tsx).
  *
  * @example
  * app.route('/ui', consoleRoutes({ config, db, flows, calls, sandbox }));
@@ -33,6 +36,7 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/client.ts';
 import { AppError, httpStatus } from '../errors.ts';
 import { type CompiledFlow, readTextVars } from '../flows/index.ts';
+import type { TokenStore } from '../http/api-tokens.ts';
 import { tokenMatches } from '../http/auth.ts';
 import { requestOrigin, trustedProxies } from '../http/client-address.ts';
 import type { AppEnv } from '../http/env.ts';
@@ -52,8 +56,11 @@ import {
 import { pinnedFlow } from './data.ts';
 import { flowDiagram } from './diagram.ts';
 import { endpointPages } from './endpoints.tsx';
+import { flowEditPages } from './flow-edit.tsx';
 import { Layout, Notice, type Section } from './layout.tsx';
 import { CallFacts, CallLive, type CallQuery, CallSearch, CallsTable } from './pages/calls.tsx';
+import { flowReplayPages } from './pages/flow-replay.tsx';
+import { flowVersionPages } from './pages/flow-versions.tsx';
 import { DiagramBox, type DiagramSources, FlowPage, FlowsList } from './pages/flows.tsx';
 import { HomePage, LoginPage } from './pages/home.tsx';
 import { InboundPage, MessagePage, MessageSearch, MessagesTable } from './pages/messages.tsx';
@@ -63,7 +70,10 @@ import { consoleSessionStore } from './sessions.ts';
 import { signInLimiter } from './sign-in-limit.ts';
 
 export interface ConsoleDeps {
-  config: Pick<Config, 'uiTokens' | 'apiTokens' | 'trustedProxies' | 'publicUrl'>;
+  config: Pick<
+    Config,
+    'uiTokens' | 'apiTokens' | 'trustedProxies' | 'publicUrl' | 'flowsDir' | 'flowsWritable'
+  >;
   db: Db;
   /** sessions' expiry and the sign-in limit's window (default: the system clock) */
   clock?: Clock;
@@ -76,6 +86,8 @@ export interface ConsoleDeps {
   pollMs?: number;
   /** how long one live stream lasts before the browser reconnects (default 10 minutes) */
   streamMs?: number;
+  /** the API's made tokens: the flow editor's save takes an admin one (src/ui/flow-edit.tsx) */
+  tokens?: TokenStore;
 }
 
 const OPEN = new Set(['/ui/login', '/ui/logout']);
@@ -573,8 +585,25 @@ export function consoleRoutes(deps: ConsoleDeps) {
     }
   });
 
+  // stored calls replayed through a draft of a flow (src/ui/pages/flow-replay.tsx)
+  app.route('/', flowReplayPages({ db, clock, flows, page }));
+  // a flow's versions and two of them compared (src/ui/pages/flow-versions.tsx)
+  app.route('/', flowVersionPages({ db, flows, page }));
   // event endpoints, their attempts and replay (src/ui/endpoints.tsx)
   app.route('/', endpointPages({ db, clock, page }));
+  // the flow editor: check, test, replay, download, save (src/ui/flow-edit.tsx)
+  app.route(
+    '/',
+    flowEditPages({
+      db,
+      clock,
+      flows,
+      page,
+      write: { flows, dir: deps.config.flowsDir, writable: deps.config.flowsWritable },
+      apiTokens: deps.config.apiTokens,
+      tokens: deps.tokens,
+    }),
+  );
 
   // an HTML answer for any other path under /ui
   app.all('*', (c) =>

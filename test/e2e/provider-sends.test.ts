@@ -16,6 +16,7 @@ const FLOW = `title: Pickup
 params:
   name: string
   parcel: string
+assert: { outcomeOnEveryPath: false }
 menus:
   main:
     intro: "https://cdn.example.com/ivr/en/pickup.mp3"

@@ -24,6 +24,7 @@ import { describeEachEngine } from '../support/db.ts';
 const FLOW = `
 params:
   name: string
+assert: { outcomeOnEveryPath: false }
 menus:
   main:
     intro: ivr_1

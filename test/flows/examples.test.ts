@@ -35,6 +35,10 @@ on:                            # reactions outside the menus
   failed:  [ { send: { type: sms, text: "We could not reach you about {{date}}." } } ]
   expired: [ { outcome: unreachable } ]
   noResponse: { after: 30m, do: [ { outcome: no-response } ] }
+assert:                        # proven on every path by flows validate (docs/flows.md)
+  outcomeOnEveryPath: false    # 2, then silence: reschedule hangs up with no outcome
+  maxMessages: { sms: 2 }      # key 1's SMS, and on: failed's in the same call
+  paths: [ { keys: [1], outcome: confirmed }, { keys: [2, 1], outcome: reschedule-requested } ]
 `;
 
 const play = (

@@ -27,6 +27,7 @@ describe('the flow language schema', () => {
       'start',
       'menus',
       'on',
+      'assert',
     ]);
     expect(schema.additionalProperties).toBe(false);
     expect(JSON.stringify(schema.$defs.Menu)).toContain(

@@ -6,6 +6,9 @@
  * time. The changing routes are taken from the app's own table: one added later without a
  * case here fails.
  */
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { beforeAll, expect, it } from 'vitest';
 import type { App } from '../../src/app.ts';
@@ -67,7 +70,14 @@ describeEachEngine('the audit log', (ctx) => {
   };
 
   beforeAll(async () => {
-    ({ app, routes } = buildTestApp(ctx.database(), { env: { API_TOKEN: ENV } }));
+    // PUT /v1/flows/{id} writes a flow: into a copy of flows/, never the repository's
+    const flowsDir = mkdtempSync(join(tmpdir(), 'sb-audit-flows-'));
+    for (const name of readdirSync('flows').filter((n) => n.endsWith('.yaml'))) {
+      copyFileSync(join('flows', name), join(flowsDir, name));
+    }
+    ({ app, routes } = buildTestApp(ctx.database(), {
+      env: { API_TOKEN: ENV, FLOWS_DIR: flowsDir, FLOWS_WRITABLE: 'true' },
+    }));
     writer = await made(['send', 'admin']);
   });
 
@@ -239,6 +249,21 @@ describeEachEngine('the audit log', (ctx) => {
         expect(changes).toEqual({ changed: { deliveries: { count: 1, ids } } });
       },
     },
+    'POST /v1/flows/{id}/replay': {
+      request: async () => [
+        '/v1/flows/appointment-reminder/replay',
+        json({
+          source:
+            'assert: { outcomeOnEveryPath: false }\nmenus:\n  main:\n    intro: hi\n    keys:\n      "1": [hangup]\n',
+          since: '7d',
+        }),
+      ],
+      status: 200,
+      changes(changes) {
+        // it only reads: the row records who replayed, and that nothing changed
+        expect(changes).toEqual({});
+      },
+    },
     'POST /v1/endpoints/{id}/replay': {
       request: async () => [
         `/v1/endpoints/${(await endpoint()).id}/replay`,
@@ -248,6 +273,23 @@ describeEachEngine('the audit log', (ctx) => {
       changes(changes) {
         // nothing failed on a new endpoint: the row says so
         expect(changes).toEqual({ changed: { deliveries: { count: 0 } } });
+      },
+    },
+    'PUT /v1/flows/{id}': {
+      request: async () => [
+        '/v1/flows/appointment-reminder',
+        json(
+          { source: readFileSync('flows/appointment-reminder.yaml', 'utf8') },
+          { method: 'PUT' },
+        ),
+      ],
+      status: 200,
+      changes(changes, answer) {
+        expect(answer.created).toBe(false);
+        // the flow's id, never its text
+        expect(changes).toEqual({
+          changed: { flows: { count: 1, ids: ['appointment-reminder'] } },
+        });
       },
     },
     'DELETE /v1/tokens/{id}': {

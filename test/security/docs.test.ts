@@ -35,6 +35,7 @@ describe('docs/security.md', () => {
       'SANDBOX_TOKEN',
       'OUTBOUND_ALLOW_PRIVATE',
       'TRUSTED_PROXIES',
+      'FLOWS_WRITABLE',
     ]) {
       // as code: `NAME` or `NAME=value`
       expect(doc, name).toMatch(new RegExp(`\`${name}[\`=]`));

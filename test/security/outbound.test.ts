@@ -480,6 +480,7 @@ describe('end to end: the server with its built-in sandbox, default settings', (
     await writeFile(
       join(dir, 'probe.yaml'),
       `title: Probe
+assert: { outcomeOnEveryPath: false }
 menus:
   main:
     intro: "https://cdn.example.com/ivr/en/probe.mp3"

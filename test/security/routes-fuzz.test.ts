@@ -42,6 +42,9 @@ const sandboxMessages = () => ({
   ],
 });
 
+/** A flow draft that compiles, for the editor's forms. */
+const DRAFT = 'menus:\n  main:\n    intro: hi\n    keys:\n      "1": [hangup]\n';
+
 /** Every route, as "METHOD /path" with Hono's `:param` patterns. */
 const ROUTES: Record<string, RouteEntry> = {
   'GET /healthz': {},
@@ -98,6 +101,37 @@ const ROUTES: Record<string, RouteEntry> = {
     params: { id: 'evt_0193f1c27b4e7c1a9f3d2a6b8c0d1e2f' },
     form: { endpoint: 'ep_x' },
   },
+  // the flow editor; saving is off here (FLOWS_WRITABLE unset), so nothing is written
+  'GET /ui/flows/:id/edit': { params: { id: 'appointment-reminder' }, query: ['saved'] },
+  'POST /ui/flows/:id/check': { params: { id: 'appointment-reminder' }, form: { source: DRAFT } },
+  'POST /ui/flows/:id/test': {
+    params: { id: 'appointment-reminder' },
+    form: {
+      source: DRAFT,
+      tests: 'cases:\n  - name: one\n    keys: [1]\n    expect: { ended: true }\n',
+    },
+  },
+  'POST /ui/flows/:id/replay': {
+    params: { id: 'appointment-reminder' },
+    form: { source: DRAFT, since: '7d' },
+  },
+  // replay before release: a draft over the flow's stored calls (src/ui/pages/flow-replay.tsx)
+  'GET /ui/flows/:id/replay': { params: { id: 'appointment-reminder' } },
+  'POST /ui/flows/:id/replay/run': {
+    params: { id: 'appointment-reminder' },
+    form: { source: DRAFT, since: '7d' },
+  },
+  'POST /ui/flows/:id/download': {
+    params: { id: 'appointment-reminder' },
+    form: { source: DRAFT, tests: '', what: 'tests' },
+  },
+  'POST /ui/flows/:id/save': {
+    params: { id: 'appointment-reminder' },
+    form: { source: DRAFT, token: 'not-a-token' },
+  },
+  // a flow's versions and two of them compared
+  'GET /ui/flows/:id/versions': { params: { id: 'appointment-reminder' } },
+  'GET /ui/flows/:id/compare': { params: { id: 'appointment-reminder' }, query: ['from', 'to'] },
   'GET /ui/try': {},
   'GET /ui/try/:flow': { params: { flow: 'appointment-reminder' } },
   'POST /ui/try/:flow': {
@@ -357,6 +391,20 @@ function probes(key: string, entry: RouteEntry): Probe[] {
   return out;
 }
 
+/**
+ * /v1 probes carry an admin and send token: POST /v1/tokens makes tokens, and once one exists
+ * the API is closed to a request without one (routes after it would answer 401 to every probe).
+ */
+function apiHeaders(init: RequestInit | undefined, token: string): RequestInit {
+  return {
+    ...init,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(init?.headers as Record<string, string>),
+    },
+  };
+}
+
 function consoleHeaders(init: RequestInit | undefined): RequestInit {
   // the console takes same-origin form posts only (hono/csrf): the fuzzer is same-origin
   return {
@@ -371,9 +419,17 @@ describeEachEngine('the whole route table, fuzzed', (ctx) => {
   // what /openapi.json lists for each route (issue 22, point 2): every code the fuzzer gets
   // back must be there, at its status
   let documented: Map<string, Set<string>>;
+  let token: string;
   beforeAll(async () => {
     sandbox = createSandbox({ clock: createManualClock() });
     app = buildTestApp(ctx.database(), { sandbox: sandbox.app }).app;
+    const made = await app.request('/v1/tokens', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: uniq('fuzz'), scopes: ['admin', 'send'] }),
+    });
+    expect(made.status).toBe(201);
+    token = ((await made.json()) as { token: string }).token;
     documented = documentedErrors(
       (await (await app.request('/openapi.json')).json()) as OpenApiDoc,
     );
@@ -395,7 +451,12 @@ describeEachEngine('the whole route table, fuzzed', (ctx) => {
 
   async function check(key: string, probe: Probe, failures: string[]) {
     const where = kind(probe.url.split('?')[0]!);
-    const init = where === 'console' ? consoleHeaders(probe.init) : probe.init;
+    const init =
+      where === 'console'
+        ? consoleHeaders(probe.init)
+        : where === 'api'
+          ? apiHeaders(probe.init, token)
+          : probe.init;
     const res = await app.request(probe.url, init);
     const text = await res.text();
     const fail = (why: string) =>

@@ -37,6 +37,9 @@ const NOT_READ: Record<string, Scope> = {
   'POST /v1/calls': 'send',
   'POST /v1/calls/batch': 'send',
   'DELETE /v1/subjects/{phone}': 'admin',
+  'PUT /v1/flows/{id}': 'admin',
+  // a POST only because the draft travels in the body: it reads calls and changes nothing
+  'POST /v1/flows/{id}/replay': 'read',
   'GET /v1/tokens': 'admin',
   'POST /v1/tokens': 'admin',
   'DELETE /v1/tokens/{id}': 'admin',

@@ -64,7 +64,30 @@ export const API_ROUTES: Record<string, RouteEntry> = {
   'GET /v1/calls/:id': { params: { id: UUID } },
   'GET /v1/flows': {},
   'GET /v1/flows/:id': { params: { id: 'appointment-reminder' } },
-  'GET /v1/flows/:id/stats': { params: { id: 'appointment-reminder' }, query: ['since', 'until'] },
+  'GET /v1/flows/:id/stats': { params: { id: 'appointment-reminder' }, query: ['version', 'lang'] },
+  // a flow's history: the versions it ran, one of them, two compared (`current`: the file's)
+  'GET /v1/flows/:id/versions': { params: { id: 'appointment-reminder' } },
+  'GET /v1/flows/:id/versions/:version': {
+    params: { id: 'appointment-reminder', version: 'current' },
+  },
+  'GET /v1/flows/:id/diff': { params: { id: 'appointment-reminder' }, query: ['from', 'to'] },
+  // a draft of the flow replayed over the calls of the last week (nothing is changed)
+  'POST /v1/flows/:id/replay': {
+    params: { id: 'appointment-reminder' },
+    json: () => ({
+      source:
+        'assert: { outcomeOnEveryPath: false }\nmenus:\n  main:\n    intro: hi\n    keys:\n      "1": [hangup]\n',
+      since: '7d',
+    }),
+  },
+  // writing is off in the probers' apps (FLOWS_WRITABLE unset): a valid draft is refused, 403
+  'PUT /v1/flows/:id': {
+    params: { id: 'appointment-reminder' },
+    json: () => ({
+      source:
+        'assert: { outcomeOnEveryPath: false }\nmenus:\n  main:\n    intro: hi\n    keys:\n      "1": [hangup]\n',
+    }),
+  },
   'POST /v1/tokens': { json: () => ({ name: uniq('r'), scopes: ['read'] }) },
   'GET /v1/tokens': {},
   'DELETE /v1/tokens/:id': { params: { id: UUID } },

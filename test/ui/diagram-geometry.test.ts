@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadFlowFile } from '../../src/flows/index.ts';
+import { isFlowFile, loadFlowFile } from '../../src/flows/index.ts';
 import { flowDiagram } from '../../src/ui/diagram.ts';
 import { onlyIf } from '../support/skip.ts';
 
@@ -29,7 +29,7 @@ const MERMAID = join(
   'mermaid.min.js',
 );
 const FLOWS = readdirSync('flows')
-  .filter((f) => f.endsWith('.yaml'))
+  .filter(isFlowFile)
   .map((f) => join('flows', f));
 
 interface Geometry {

@@ -79,14 +79,18 @@ export const callTimers = pgTable(
 );
 
 /**
- * Aggregate counters per flow (visits, keys, hang-ups, failures, outcomes), updated in the
- * same transaction as the events they count. Kept apart from the calls so that retention and
- * erasure can remove people's data and leave the statistics.
+ * Aggregate counters per flow, version and language (visits, keys, hang-ups, failures,
+ * outcomes), updated in the same transaction as the events they count. Kept apart from the
+ * calls so that retention and erasure can remove people's data and leave the statistics.
  */
 export const flowStats = pgTable(
   'flow_stats',
   {
     flowId: text('flow_id').notNull(),
+    /** the calls' pinned flow version; '' for counts made before 0012 kept them apart */
+    version: text('version').notNull().default(''),
+    /** the calls' language; '' likewise */
+    lang: text('lang').notNull().default(''),
     /** visit, key, hangup, failure, outcome, started */
     metric: text('metric').notNull(),
     /** the node (visit, key, hangup), the status (failure) or the outcome name */
@@ -94,5 +98,5 @@ export const flowStats = pgTable(
     key: text('key').notNull().default(''),
     count: bigint('count', { mode: 'number' }).notNull().default(0),
   },
-  (t) => [uniqueIndex('flow_stats_pk').on(t.flowId, t.metric, t.subject, t.key)],
+  (t) => [uniqueIndex('flow_stats_pk').on(t.flowId, t.version, t.lang, t.metric, t.subject, t.key)],
 );

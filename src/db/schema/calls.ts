@@ -3,7 +3,8 @@ import { timestamps } from './columns.ts';
 
 /**
  * Each compiled flow version a call was started with (rule 6: calls are pinned). A call
- * keeps running on its version even after the file changes or disappears.
+ * keeps running on its version even after the file changes or disappears. `created_at` is
+ * when the first call started on it; `source` keeps the file as it was, for diffs.
  */
 export const flowVersions = pgTable(
   'flow_versions',
@@ -11,6 +12,8 @@ export const flowVersions = pgTable(
     flowId: text('flow_id').notNull(),
     version: text('version').notNull(),
     compiled: jsonb('compiled').notNull(),
+    /** the flow file's text it was compiled from; null for versions pinned before 0012 */
+    source: text('source'),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
   (t) => [primaryKey({ columns: [t.flowId, t.version] })],

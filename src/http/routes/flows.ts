@@ -1,10 +1,11 @@
 /** /v1/flows: the flows this server knows, one with its compiled menu and diagram, stats. */
 import { createRoute, z } from '@hono/zod-openapi';
+import { FLOW_VERSION_HASH } from '../../calls/flow-history.ts';
 import { FlowStats, flowStatsOf } from '../../calls/read.ts';
 import type { FlowRegistry } from '../../calls/registry.ts';
 import type { Db } from '../../db/client.ts';
 import { AppError } from '../../errors.ts';
-import { flowToMermaid, type LoadedFlow } from '../../flows/index.ts';
+import { flowToMermaid, type LoadedFlow, PromptLanguage } from '../../flows/index.ts';
 import { ErrorBody } from '../../messages/views.ts';
 import { newRouter } from '../router.ts';
 import { needs } from '../scopes.ts';
@@ -103,9 +104,26 @@ const stats = createRoute({
   tags: ['flows'],
   security: needs('read'),
   summary: 'Per menu node: visits, each key, hang-ups; failures and outcomes',
-  request: { params: IdParam },
+  request: {
+    params: IdParam,
+    query: z.object({
+      version: z
+        .string()
+        .regex(FLOW_VERSION_HASH, { error: 'must be a flow version: 16 hex digits' })
+        .optional()
+        .meta({
+          example: '3f9a1c0b7d2e4f68',
+          description: 'only calls pinned to this version (GET /v1/flows/{id}/versions)',
+        }),
+      lang: PromptLanguage.optional().meta({
+        example: 'uk',
+        description: 'only calls in this language',
+      }),
+    }),
+  },
   responses: {
     200: { description: 'counters', content: { 'application/json': { schema: FlowStats } } },
+    400: err('bad filter'),
     404: err('no such flow'),
   },
 });
@@ -132,7 +150,7 @@ export function flowRoutes(deps: { db: Db; flows: FlowRegistry }) {
   app.openapi(stats, async (c) => {
     const { id } = c.req.valid('param');
     await find(id);
-    return c.json(await flowStatsOf(deps.db, id), 200);
+    return c.json(await flowStatsOf(deps.db, id, c.req.valid('query')), 200);
   });
   return app;
 }

@@ -240,6 +240,12 @@ export const FlowPage: FC<{
       </dl>
       <p>
         <a href={`/ui/calls?flow=${encodeURIComponent(flow.id)}`}>Calls of this flow</a>
+        {' · '}
+        <a href={`/ui/flows/${encodeURIComponent(flow.id)}/versions`}>
+          Versions and their statistics
+        </a>
+        {' · '}
+        <a href={`/ui/flows/${encodeURIComponent(flow.id)}/edit`}>Edit this flow</a>
         {canTry && c && (
           <>
             {' · '}
