@@ -218,6 +218,9 @@ for (const engine of availableEngines()) {
       expect(page).toContain('+  why:');
       expect(page).toContain('node why added');
       expect(page).toContain('data-changed="main"');
+      // actions in words, not JSON
+      expect(page).toMatch(/key 2: (outcome|send|go to|hang up)/);
+      expect(page).not.toContain('{&quot;type&quot;');
       // % of calls per outcome, per language too
       expect(page).toMatch(
         /outcome declined<\/th><td class="num">1 \(100\.0%\)<\/td><td class="num">0 \(0\.0%\)/,

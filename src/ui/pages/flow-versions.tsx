@@ -25,6 +25,7 @@ import {
 import type { FlowRegistry } from '../../calls/registry.ts';
 import type { Db } from '../../db/client.ts';
 import { AppError } from '../../errors.ts';
+import type { CompiledAction } from '../../flows/index.ts';
 import type { AppEnv } from '../../http/env.ts';
 import { Empty, type Section, Time } from '../layout.tsx';
 
@@ -256,10 +257,37 @@ const SideBySide: FC<{ stats: StatsSideBySide; caption: string }> = ({ stats, ca
 
 const json = (v: unknown) => JSON.stringify(v);
 
+/** A key's actions as a person reads them: `outcome confirmed, send sms "Thanks…", hang up`. */
+function actionsText(actions: unknown): string {
+  if (!Array.isArray(actions)) return json(actions);
+  return (actions as CompiledAction[])
+    .map((a) => {
+      switch (a.type) {
+        case 'outcome':
+          return `outcome ${a.name}`;
+        case 'send':
+          return `send ${a.message.type}${'text' in a.message && a.message.text ? ` "${a.message.text}"` : ''}`;
+        case 'goto':
+          return `go to ${a.node}`;
+        case 'hangup':
+          return 'hang up';
+        case 'webhook':
+          return `webhook ${a.url}`;
+        case 'notify':
+          return `notify ${a.endpoint}`;
+        default:
+          return json(a);
+      }
+    })
+    .join(', ');
+}
+
 const MenuChanges: FC<{ menus: FlowDiff['menus'] }> = ({ menus }) => {
   const items: Child[] = [];
   for (const id of menus.added) items.push(<li>{`node ${id} added`}</li>);
   for (const id of menus.removed) items.push(<li>{`node ${id} removed`}</li>);
+  // the unrolled copies of one menu (retries, rounds) mostly change alike: one item for them
+  const alike = new Map<string, { nodes: string[]; parts: string[] }>();
   for (const ch of menus.changed) {
     const parts: string[] = [];
     for (const [lang, c] of Object.entries(ch.intro ?? {}))
@@ -269,16 +297,24 @@ const MenuChanges: FC<{ menus: FlowDiff['menus'] }> = ({ menus }) => {
     for (const [key, c] of Object.entries(ch.keys ?? {}))
       parts.push(
         c.from === null
-          ? `key ${key} added: ${json(c.to)}`
+          ? `key ${key} added: ${actionsText(c.to)}`
           : c.to === null
-            ? `key ${key} removed (was ${json(c.from)})`
-            : `key ${key}: ${json(c.from)} → ${json(c.to)}`,
+            ? `key ${key} removed (was ${actionsText(c.from)})`
+            : `key ${key}: ${actionsText(c.from)} → ${actionsText(c.to)}`,
       );
     for (const [key, c] of Object.entries(ch.limits ?? {}))
       parts.push(`round limit on key ${key}: ${c.from ?? 'none'} → ${c.to ?? 'none'}`);
+    const sameAs = `${ch.menu}\u0000${parts.join('\u0000')}`;
+    const group = alike.get(sameAs);
+    if (group) group.nodes.push(ch.node);
+    else alike.set(sameAs, { nodes: [ch.node], parts });
+  }
+  for (const { nodes, parts } of alike.values()) {
     items.push(
-      <li data-changed={ch.node}>
-        {`node ${ch.node} changed`}
+      <li data-changed={nodes[0]}>
+        {nodes.length === 1
+          ? `node ${nodes[0]} changed`
+          : `nodes ${nodes.join(', ')} changed alike (${nodes.length} copies of one menu)`}
         <ul>
           {parts.map((p) => (
             <li>{p}</li>
