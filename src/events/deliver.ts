@@ -143,10 +143,15 @@ export function createEndpointRateLimiter(): EndpointRateLimiter {
   return {
     async take(endpointId, rate) {
       if (rate === null || rate <= 0) return;
-      const now = performance.now();
+      let now = performance.now();
       const slot = Math.max(now, nextSlot.get(endpointId) ?? 0);
       nextSlot.set(endpointId, slot + 1000 / rate);
-      if (slot > now) await new Promise((r) => setTimeout(r, slot - now));
+      // a timer runs on the event loop's whole-millisecond clock and may fire up to a
+      // millisecond early by performance.now(): wait again until the slot has truly come
+      while (slot > now) {
+        await new Promise((r) => setTimeout(r, Math.ceil(slot - now)));
+        now = performance.now();
+      }
     },
   };
 }
