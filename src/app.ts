@@ -46,6 +46,7 @@ import { flowRoutes } from './http/routes/flows.ts';
 import { hookRoutes } from './http/routes/hooks.ts';
 import { inboundRoutes } from './http/routes/inbound.ts';
 import { messageRoutes } from './http/routes/messages.ts';
+import { promptRoutes } from './http/routes/prompts.ts';
 import { subjectRoutes } from './http/routes/subjects.ts';
 import { systemRoutes } from './http/routes/system.ts';
 import { tokenRoutes } from './http/routes/tokens.ts';
@@ -54,6 +55,7 @@ import { statusMapWith } from './messages/delivery-parse.ts';
 import { outboxDepth } from './messages/dispatcher.ts';
 import type { IngestDeps } from './messages/ingest.ts';
 import type { WebhookSecrets } from './privacy/webhook-secret.ts';
+import { createPromptStore, type PromptStore } from './speech/store.ts';
 import { httpSpans } from './tracing.ts';
 import { consoleRoutes } from './ui/routes.tsx';
 
@@ -76,6 +78,8 @@ export interface AppDeps {
    * configured or stored ones; without them (tests) the app makes a random one of its own.
    */
   secrets?: WebhookSecrets;
+  /** rendered prompts (src/speech/store.ts); default: the database, or PROMPTS_DIR */
+  prompts?: PromptStore;
 }
 
 export const VERSION = '0.1.0';
@@ -120,6 +124,7 @@ export function createApp(deps: AppDeps) {
     hookUrl: `${deps.config.publicUrl}/hooks/speechcall`,
     ...(deps.onQueued && { onQueued: deps.onQueued }),
   };
+  const prompts = deps.prompts ?? createPromptStore(db, { dir: deps.config.speech.promptsDir });
   const ingest: IngestDeps = {
     db,
     clock,
@@ -171,6 +176,7 @@ export function createApp(deps: AppDeps) {
       db,
       clock,
       ...(deps.eraseInSandbox && { eraseInSandbox: deps.eraseInSandbox }),
+      removePromptFiles: prompts.removeFiles,
     }),
   );
   app.route('/', callRoutes(calls));
@@ -192,6 +198,8 @@ export function createApp(deps: AppDeps) {
   const endpoints = createEndpointStore({ db, clock, checkUrl: outbound.check });
   app.route('/', endpointRoutes({ db, clock, store: endpoints }));
   app.route('/', hookRoutes({ config: deps.config, ingest, calls, metrics }));
+  // rendered prompts, public: the provider fetches them (docs/speech.md)
+  app.route('/', promptRoutes({ store: prompts }));
   if (deps.sandbox) app.route('/sandbox', deps.sandbox);
   app.route(
     '/ui',
@@ -202,7 +210,7 @@ export function createApp(deps: AppDeps) {
   const routes = auth.seal(app);
   // /openapi.json (its info, servers, tags and error responses) and /docs: http/docs.ts
   app.route('/', docsRoutes(app, { version: VERSION, publicUrl: deps.config.publicUrl }));
-  return { app, metrics, ingest, calls, routes, tokens };
+  return { app, metrics, ingest, calls, routes, tokens, prompts };
 }
 
 export type App = ReturnType<typeof createApp>['app'];

@@ -164,6 +164,45 @@ export const EnvSchema = z.object({
     }
     return Number(v);
   }),
+  // spoken prompts (src/speech/, docs/speech.md): the engine, the file format, where audio lives
+  SPEECH_ENGINE: optionalString.transform((v, ctx) => {
+    if (v === undefined) return 'espeak' as const;
+    if (v === 'espeak' || v === 'http') return v;
+    ctx.addIssue({ code: 'custom', message: `must be "espeak" or "http", got "${v}"` });
+    return z.NEVER;
+  }),
+  SPEECH_HTTP_URL: url('the text-to-speech service SPEECH_ENGINE=http posts to'),
+  // the languages that service speaks, comma-separated (it is not asked)
+  SPEECH_HTTP_LANGUAGES: optionalString.transform((v, ctx) => {
+    const list = (v ?? 'en')
+      .split(',')
+      .map((l) => l.trim().toLowerCase())
+      .filter((l) => l !== '');
+    const bad = list.find((l) => !/^[a-z]{2,3}(-[a-z0-9]{1,8})*$/.test(l));
+    if (bad !== undefined || list.length === 0) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `must be comma-separated language codes (en, en-us, uk), got "${v}"`,
+      });
+      return z.NEVER;
+    }
+    return list;
+  }),
+  SPEECH_FORMAT: optionalString.transform((v, ctx) => {
+    if (v === undefined) return 'wav8k' as const;
+    if (v === 'wav8k' || v === 'wav16k' || v === 'mp3') return v;
+    ctx.addIssue({ code: 'custom', message: `must be wav8k, wav16k or mp3, got "${v}"` });
+    return z.NEVER;
+  }),
+  // the key of prompt URLs' HMAC ids; unset: generated once and kept in the database
+  PROMPT_SECRET: optionalString.refine(
+    (v) => v === undefined || Buffer.byteLength(v, 'utf8') >= 32,
+    'must be at least 32 characters (openssl rand -hex 32); unset: one is generated and kept in the database',
+  ),
+  // a directory for the audio files instead of the database (shared by every instance)
+  PROMPTS_DIR: optionalString,
+  // a personal prompt is removed this long after its call ended
+  PROMPT_GRACE_MINUTES: positiveInt(60).refine((n) => n >= 1, 'must be at least 1'),
 });
 
 function safeJson(v: string): Record<string, unknown> | undefined {
@@ -233,6 +272,21 @@ export interface Config {
   retentionDays: number | undefined;
   /** SANDBOX_DIALECT: what the built-in sandbox reports (src/sandbox/dialect.ts); default docs */
   sandboxDialect: 'docs' | 'compact';
+  /** spoken prompts: the engine, file format, id secret and store (docs/speech.md) */
+  speech: {
+    engine: 'espeak' | 'http';
+    /** SPEECH_HTTP_URL: where SPEECH_ENGINE=http posts; set whenever the engine is http */
+    httpUrl: string | undefined;
+    /** SPEECH_HTTP_LANGUAGES: what that service speaks */
+    httpLanguages: string[];
+    format: 'wav8k' | 'wav16k' | 'mp3';
+    /** PROMPT_SECRET; unset: generated once and kept in `settings` (src/speech/prompts.ts) */
+    promptSecret: string | undefined;
+    /** PROMPTS_DIR: audio files here instead of in the database */
+    promptsDir: string | undefined;
+    /** how long after its call ends a personal prompt is kept */
+    graceMs: number;
+  };
 }
 
 /** Where the server listens when HOST is unset: loopback unless API_TOKEN guards /v1 and /ui. */
@@ -292,6 +346,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       },
     ]);
   }
+  if (e.SPEECH_ENGINE === 'http' && e.SPEECH_HTTP_URL === undefined) {
+    throw new ConfigError([
+      {
+        variable: 'SPEECH_HTTP_URL',
+        message: 'must be set when SPEECH_ENGINE=http: the URL of the text-to-speech service',
+      },
+    ]);
+  }
   const publicUrl = (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, '');
   const apiTokens = tokenList(e.API_TOKEN);
   const callbackTokens = tokenList(e.CALLBACK_TOKEN);
@@ -333,5 +395,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     messageLifetimeSeconds: e.MESSAGE_LIFETIME_SECONDS,
     retentionDays: e.RETENTION_DAYS,
     sandboxDialect: e.SANDBOX_DIALECT,
+    speech: {
+      engine: e.SPEECH_ENGINE,
+      httpUrl: e.SPEECH_HTTP_URL,
+      httpLanguages: e.SPEECH_HTTP_LANGUAGES,
+      format: e.SPEECH_FORMAT,
+      promptSecret: e.PROMPT_SECRET,
+      promptsDir: e.PROMPTS_DIR,
+      graceMs: e.PROMPT_GRACE_MINUTES * 60_000,
+    },
   };
 }

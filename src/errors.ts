@@ -160,6 +160,8 @@ export const DETAIL_CODES = [
   'ASSERT_PATH',
   'ASSERT_REACHABLE',
   'ASSERT_UNREACHABLE',
+  // `flows validate --check-audio`: a prompt URL that does not answer with audio (src/flows/audio-check.ts)
+  'AUDIO_NOT_AUDIO',
   // an event endpoint (src/events/endpoints.ts)
   'UNKNOWN_EVENT_TYPE',
   'ADDRESS_NOT_ALLOWED',

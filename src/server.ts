@@ -202,7 +202,7 @@ export async function startServer(
   const secrets = await loadWebhookSecrets(database.db, config);
 
   let workers: ReturnType<typeof startWorkers> | undefined;
-  const { app, ingest, calls } = createApp({
+  const { app, ingest, calls, prompts } = createApp({
     flows,
     secrets,
     config: { ...config, publicUrl },
@@ -233,6 +233,7 @@ export async function startServer(
     },
     retentionDays: config.retentionDays,
     outbound: outbound.send,
+    prompts: { graceMs: config.speech.graceMs, removeFiles: prompts.removeFiles },
   });
   logger.info({ provider: providerBaseUrl, sandbox: sandbox !== undefined }, 'provider');
   await untilReady((req) => app.fetch(req), logger);

@@ -21,7 +21,8 @@ import {
 } from './messages/dispatcher.ts';
 import { attachPending, type IngestDeps } from './messages/ingest.ts';
 import { expireOverdue, pollOnce, type StatusLookup } from './messages/poller.ts';
-import { runRetention } from './privacy/retention.ts';
+import { removeEndedPrompts, runRetention } from './privacy/retention.ts';
+import type { PromptStore } from './speech/store.ts';
 
 export interface WorkerDeps {
   database: Database;
@@ -40,6 +41,8 @@ export interface WorkerDeps {
   retentionDays?: number | undefined;
   /** the outbound policy's send, for events to the user's endpoints (unset: none are sent) */
   outbound?: OutboundSend;
+  /** personal prompts go this long after their call ended (src/privacy/retention.ts) */
+  prompts?: { graceMs: number; removeFiles: PromptStore['removeFiles'] };
 }
 
 export interface Workers {
@@ -188,9 +191,14 @@ export function startWorkers(deps: WorkerDeps): Workers {
   const retention = loop('retention', logger, 5 * 60_000, async () => {
     if (!wasLeader) return false;
     const keys = await removeExpiredKeys(deps.database.db, deps.clock.now(), 500);
-    if (deps.retentionDays === undefined) return keys.more;
+    // prompts with a person's details, whatever RETENTION_DAYS says
+    const prompts =
+      deps.prompts &&
+      (await removeEndedPrompts(deps.database.db, deps.clock.now(), deps.prompts.graceMs, 500));
+    if (prompts) await deps.prompts?.removeFiles(prompts.files);
+    if (deps.retentionDays === undefined) return keys.more || prompts?.more === true;
     const kept = await runRetention(deps.database.db, deps.clock, deps.retentionDays, 500);
-    return kept.more || keys.more;
+    return kept.more || keys.more || prompts?.more === true;
   });
   // events to the user's endpoints: any instance (SKIP LOCKED, leases); woken when deliveries
   // are queued (a NOTIFY at their commit, from any instance), polled twice a second besides

@@ -56,6 +56,12 @@ describe('loadConfig', () => {
     ['LOG_PII', 'maybe'],
     ['LOG_FORMAT', 'colour'],
     ['FLOWS_WRITABLE', 'maybe'],
+    ['SPEECH_ENGINE', 'festival'],
+    ['SPEECH_FORMAT', 'ogg'],
+    ['SPEECH_HTTP_URL', 'file:///tts'],
+    ['SPEECH_HTTP_LANGUAGES', 'english!'],
+    ['PROMPT_SECRET', 'short'],
+    ['PROMPT_GRACE_MINUTES', '0'],
   ])('a bad %s stops the start with a message naming it', (variable, value) => {
     let error: unknown;
     try {
@@ -106,6 +112,43 @@ describe('callbacks against a real provider', () => {
       callbackToken: 'new-one',
       callbackTokens: ['new-one', 'old-one'],
     });
+  });
+
+  it('reads the speech settings: eSpeak NG and 8 kHz WAV by default, the secret never echoed', () => {
+    expect(loadConfig({}).speech).toEqual({
+      engine: 'espeak',
+      httpUrl: undefined,
+      httpLanguages: ['en'],
+      format: 'wav8k',
+      promptSecret: undefined,
+      promptsDir: undefined,
+      graceMs: 3_600_000,
+    });
+    expect(
+      loadConfig({
+        SPEECH_ENGINE: 'http',
+        SPEECH_HTTP_URL: 'https://tts.example/speak',
+        SPEECH_HTTP_LANGUAGES: 'en, UK',
+        SPEECH_FORMAT: 'mp3',
+        PROMPTS_DIR: '/var/prompts',
+        PROMPT_GRACE_MINUTES: '5',
+      }).speech,
+    ).toMatchObject({
+      engine: 'http',
+      httpUrl: 'https://tts.example/speak',
+      httpLanguages: ['en', 'uk'],
+      format: 'mp3',
+      promptsDir: '/var/prompts',
+      graceMs: 300_000,
+    });
+    expect(() => loadConfig({ SPEECH_ENGINE: 'http' })).toThrow(/SPEECH_HTTP_URL: must be set/);
+    const secret = 'a-short-secret-of-31-characters';
+    expect(() => loadConfig({ PROMPT_SECRET: secret })).toThrow(/PROMPT_SECRET: must be at least/);
+    try {
+      loadConfig({ PROMPT_SECRET: secret });
+    } catch (error) {
+      expect(String((error as Error).message)).not.toContain(secret);
+    }
   });
 
   it('does not ask for a token with the built-in sandbox, which is reached through this server', () => {

@@ -553,6 +553,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/prompts/{file}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * A rendered prompt, for the provider to play (HEAD too)
+     * @description Audio Switchboard rendered from a flow's `say:` text (docs/speech.md), in SPEECH_FORMAT: WAV (16-bit PCM mono, 8 or 16 kHz) or MP3. The id is an HMAC of the audio's SHA-256, which is the ETag. A shared prompt is `public, max-age=31536000, immutable`; one with a person's details `private, no-store`, and gone a grace period after its call.
+     */
+    get: operations['getPrompt'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
 }
 export interface webhooks {
   'message.status': {
@@ -1225,6 +1245,7 @@ export interface components {
         | 'ASSERT_PATH'
         | 'ASSERT_REACHABLE'
         | 'ASSERT_UNREACHABLE'
+        | 'AUDIO_NOT_AUDIO'
         | 'UNKNOWN_EVENT_TYPE'
         | 'ADDRESS_NOT_ALLOWED';
       message: string;
@@ -7382,6 +7403,113 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  getPrompt: {
+    parameters: {
+      query?: never;
+      header?: {
+        'if-none-match'?: string;
+      };
+      path: {
+        /** @description {id}.{ext}: the 24-character id and wav or mp3 */
+        file: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the audio */
+      200: {
+        headers: {
+          /** @description the SHA-256 of the file, quoted */
+          ETag?: string;
+          'Cache-Control'?: string;
+          'Content-Length'?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          'audio/wav': string;
+          'audio/mpeg': string;
+        };
+      };
+      /** @description If-None-Match named its ETag: not modified */
+      304: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description the request is not valid (INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description not found (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
             };
           };
         };

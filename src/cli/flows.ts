@@ -10,7 +10,10 @@
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { AppError } from '../errors.ts';
+import { LineCounter, parseDocument } from 'yaml';
+import { EnvSchema } from '../config.ts';
+import { AppError, type DetailCode } from '../errors.ts';
+import { checkAudioRefs, createAudioChecker, flowAudioRefs } from '../flows/audio-check.ts';
 import {
   type CompiledFlow,
   type CompileOptions,
@@ -26,6 +29,7 @@ import {
   type LoadedFlow,
   loadFlowFile,
   loadFlows,
+  locate,
   readTextVars,
   renderMenu,
   runFlowTests,
@@ -34,6 +38,10 @@ import {
   simulateFlow,
   validateVars,
 } from '../flows/index.ts';
+import { createOutboundPolicy } from '../http/outbound.ts';
+
+/** The rule `--check-audio` prints for a URL that does not answer with audio (docs/errors.md). */
+const AUDIO_RULE: DetailCode = 'AUDIO_NOT_AUDIO';
 
 export interface FlowsIo {
   stdout: NodeJS.WritableStream;
@@ -47,6 +55,9 @@ const USAGE = `Usage: switchboard flows <command> [options]
 
 Commands:
   validate [files...]            check flows (all of --dir when no file is named); exit 1 on any error
+      --check-audio              also fetch every static audio URL, as the provider would
+                                 (through the outbound policy: OUTBOUND_ALLOW_PRIVATE, PUBLIC_URL);
+                                 exit 1 when one does not answer with audio
   compile <id>                   print the provider menu JSON of one call
       --var name=value           a param of the flow (repeat)
       --lang xx                  prompt language (default: the flow's first)
@@ -101,6 +112,7 @@ function parse(argv: string[]) {
       folded: { type: 'boolean' },
       template: { type: 'boolean' },
       tests: { type: 'boolean' },
+      'check-audio': { type: 'boolean' },
       'max-menus': { type: 'string' },
       'max-visits': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -230,7 +242,77 @@ async function validate(ctx: Ctx, files: string[]): Promise<number> {
   ctx.out(
     `${flows.length} flow${flows.length === 1 ? '' : 's'}, ${errors} error${errors === 1 ? '' : 's'}, ${warnings} warning${warnings === 1 ? '' : 's'}\n`,
   );
-  return errors > 0 ? 1 : 0;
+  const audio = ctx.values['check-audio'] ? await checkFlowAudio(ctx, flows) : 0;
+  return errors > 0 || audio > 0 ? 1 : 0;
+}
+
+/**
+ * `validate --check-audio`: fetches every static audio URL of `flows` once (src/flows/
+ * audio-check.ts), prints a line per prompt, and returns how many URLs are not audio. Ids,
+ * templates and spoken text are not fetched, and a URL the outbound policy refuses is not
+ * checked: each is a note.
+ */
+async function checkFlowAudio(ctx: Ctx, flows: readonly LoadedFlow[]): Promise<number> {
+  const env = EnvSchema.pick({ OUTBOUND_ALLOW_PRIVATE: true, PUBLIC_URL: true }).safeParse(
+    ctx.io.env ?? process.env,
+  );
+  if (!env.success) {
+    throw new UsageError(
+      `${String(env.error.issues[0]?.path[0])}: ${env.error.issues[0]?.message}`,
+    );
+  }
+  const outbound = createOutboundPolicy({
+    allowPrivate: env.data.OUTBOUND_ALLOW_PRIVATE,
+    ownOrigins: [env.data.PUBLIC_URL],
+  });
+  try {
+    const found = flows.flatMap((flow) => {
+      const refs = flowAudioRefs(flow.definition);
+      if (refs.length === 0) return [];
+      const lines = new LineCounter();
+      const doc = parseDocument(flow.source, { lineCounter: lines });
+      return refs.map((ref) => {
+        const pos = lines.linePos(locate(doc.contents as never, ref.path, false));
+        const file = relative(ctx.io.cwd, flow.file) || flow.file;
+        return { ref, where: `${file}:${pos.line}:${pos.col}`, at: ref.path.join('.') };
+      });
+    });
+    const check = createAudioChecker({ outbound });
+    const results = new Map(
+      (
+        await checkAudioRefs(
+          check,
+          found.filter((f) => f.ref.kind === 'url').map((f) => f.ref.value),
+        )
+      ).map((r) => [r.url, r]),
+    );
+    const bad = new Set<string>();
+    for (const { ref, where, at } of found) {
+      const result = ref.kind === 'url' ? results.get(ref.value) : undefined;
+      if (ref.kind === 'id') {
+        ctx.out(`${where}: note: ${ref.value} is a provider audio id: not fetched\n`);
+      } else if (ref.kind === 'template') {
+        ctx.out(`${where}: note: ${ref.value} is a template: not fetched\n`);
+      } else if (ref.kind === 'say') {
+        ctx.out(`${where}: note: spoken text, rendered by Switchboard: not fetched\n`);
+      } else if (result?.result === 'audio') {
+        ctx.out(`audio ok: ${ref.value} (${result.detail})\n`);
+      } else if (result?.result === 'not-audio') {
+        bad.add(ref.value);
+        ctx.out(`${where}: error [${AUDIO_RULE}] ${ref.value} ${result.detail} (at ${at})\n`);
+      } else {
+        ctx.out(`${where}: note: ${ref.value} not checked: ${result?.detail ?? 'no result'}\n`);
+      }
+    }
+    const fetched = [...results.values()];
+    const count = (what: string) => fetched.filter((r) => r.result === what).length;
+    ctx.out(
+      `audio: ${fetched.length} URL${fetched.length === 1 ? '' : 's'}: ${count('audio')} audio, ${bad.size} not audio, ${count('not-checked')} not checked\n`,
+    );
+    return bad.size;
+  } finally {
+    await outbound.close();
+  }
 }
 
 /** One compiled flow by id, or exit 1 with its errors. */

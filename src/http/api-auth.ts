@@ -10,7 +10,8 @@
  *
  * Left to other rules: the operational routes (no personal data), the API reference, the
  * provider's callbacks (their own CALLBACK_TOKEN and signed tokens), the sandbox (it plays the
- * provider, with the provider's own auth) and the console under `/ui` (ui/auth.ts: UI_TOKEN,
+ * provider, with the provider's own auth), the rendered prompts the provider fetches
+ * (`/prompts/`, src/http/routes/prompts.ts) and the console under `/ui` (ui/auth.ts: UI_TOKEN,
  * else API_TOKEN). Everything else, `/v1/*` and any path no route answers, is closed: a route
  * added later is protected unless someone opens it here on purpose, and a `/v1` route that
  * declares no scope stops the app from being built.
@@ -46,7 +47,8 @@ import {
 
 const OPEN_EXACT = new Set(['/healthz', '/readyz', '/metrics', '/openapi.json', '/docs']);
 // /ui is guarded by the console itself (ui/auth.ts), with these tokens unless UI_TOKEN is set
-const OPEN_PREFIXES = ['/docs/', '/hooks/', '/sandbox/', '/ui/'];
+// /prompts/ serves rendered audio to the provider; its ids are unguessable HMACs (speech/ids.ts)
+const OPEN_PREFIXES = ['/docs/', '/hooks/', '/prompts/', '/sandbox/', '/ui/'];
 
 /**
  * Whether `path` is left to other rules than the API token (none, or a guard of its own).

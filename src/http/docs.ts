@@ -28,6 +28,7 @@ const TAGS = [
   { name: 'tokens', description: 'API tokens with scopes' },
   { name: 'audit', description: 'what was changed through the API, by which token' },
   { name: 'hooks', description: 'callbacks from the provider' },
+  { name: 'prompts', description: 'rendered prompts, fetched by the provider (docs/speech.md)' },
   {
     name: 'endpoints',
     description: 'your systems that receive events: their secrets, attempts and replays',

@@ -1,9 +1,10 @@
 /**
  * Erasure of one person (DELETE /v1/subjects/{phone}): every message to the number, with its
- * events and outbox row; every call to the number with its path, events, timers and held
- * webhooks, and the calls' follow-up messages; the Viber messages it sent (and its number in
- * others'); the callbacks still waiting for those messages; the raw callback bodies that
- * mention the number or are about those messages; and, with the built-in sandbox, its copies.
+ * events and outbox row; every call to the number with its path, events, timers, held
+ * webhooks and the prompts rendered for it (audio with the person's details), and the calls'
+ * follow-up messages; the Viber messages it sent (and its number in others'); the callbacks
+ * still waiting for those messages; the raw callback bodies that mention the number or are
+ * about those messages; and, with the built-in sandbox, its copies.
  * "Mention" is any form the number is written in (redact.ts: `+`, `00`, a trunk `0`,
  * separators, URL escapes, a JSON number). Aggregates (flow statistics, flow versions) stay:
  * they hold no one.
@@ -80,6 +81,8 @@ export interface Subject {
   providerMessageIds: string[];
   /** raw callbacks (inbox ids) known to be about the person */
   inboxIds: Set<number>;
+  /** PROMPTS_DIR files of the calls' prompts whose rows went: removed after the commit */
+  promptFiles?: { contentHash: string; ext: string }[];
 }
 
 export interface ErasureStep {
@@ -419,6 +422,34 @@ const rawCallbacks: ErasureStep = {
  * outbox, per-call rows) before the rows they point at, and raw bodies last, when every row
  * that could still need one is gone.
  */
+/**
+ * The prompts rendered for the person's calls (src/speech/prompts.ts: their name, their
+ * appointment): each call's uses, then the audio no other use refers to. Audio the same
+ * words gave someone else, or a shared prompt, stays with its other uses.
+ */
+const callPrompts: ErasureStep = {
+  name: 'call prompts',
+  async run(tx, s) {
+    if (s.callIds.length === 0) return {};
+    const gone = await rows<{ content_hash: string; ext: string; in_file: boolean }>(
+      tx,
+      sql`with uses as (
+            delete from prompt_uses where call_id in ${idList(s.callIds, 'uuid')}
+            returning content_hash)
+          delete from prompt_audio a
+          where a.content_hash in (select content_hash from uses)
+            and not exists (select 1 from prompt_uses u
+              where u.content_hash = a.content_hash
+                and (u.call_id is null or u.call_id not in ${idList(s.callIds, 'uuid')}))
+          returning a.content_hash, a.ext, a.body is null as in_file`,
+    );
+    s.promptFiles = gone
+      .filter((g) => g.in_file)
+      .map((g) => ({ contentHash: g.content_hash, ext: g.ext }));
+    return {};
+  },
+};
+
 export const ERASURE_STEPS: readonly ErasureStep[] = [
   lockMessagesAndCalls,
   rememberErased,
@@ -426,6 +457,7 @@ export const ERASURE_STEPS: readonly ErasureStep[] = [
   perCallTable('held webhooks', 'held_webhooks', 'heldWebhooks', 'inbox_id'),
   perCallTable('call timers', 'call_timers', 'callTimers'),
   perCallTable('call events', 'call_events', 'callEvents', "detail->>'inboxId'"),
+  callPrompts,
   calls,
   messageEvents,
   outbox,
@@ -460,6 +492,8 @@ export interface ErasureDeps {
   clock: Clock;
   /** forgets the number in the built-in sandbox, returning how many records went */
   eraseInSandbox?: (phone: string) => number;
+  /** removes the PROMPTS_DIR files of erased prompts (src/speech/store.ts), after the commit */
+  removePromptFiles?: (files: readonly { contentHash: string; ext: string }[]) => Promise<void>;
 }
 
 /**
@@ -478,6 +512,7 @@ export async function eraseSubject(
     ]);
   }
   const removed = noneRemoved();
+  let promptFiles: Subject['promptFiles'];
   await deps.db.transaction(async (tx) => {
     const subject: Subject = {
       phone,
@@ -494,7 +529,9 @@ export async function eraseSubject(
         removed[kind] += n;
       }
     }
+    promptFiles = subject.promptFiles;
   });
+  if (promptFiles?.length && deps.removePromptFiles) await deps.removePromptFiles(promptFiles);
   if (deps.eraseInSandbox) removed.sandbox = deps.eraseInSandbox(phone);
   return { phone, erasedAt: deps.clock.now().toISOString(), removed };
 }

@@ -294,3 +294,66 @@ export async function runRetention(
   }
   return { removed, more };
 }
+
+/** What one round of prompt removal did. */
+export interface PromptRemoval {
+  /** personal prompt uses removed: their call ended a grace period ago, or they expired */
+  uses: number;
+  /** audio rows no use refers to any more, unused for the grace period */
+  audio: number;
+  /** of that audio, the files in PROMPTS_DIR (to remove after this) */
+  files: { contentHash: string; ext: string }[];
+  more: boolean;
+}
+
+/**
+ * Rendered prompts with a person's details (src/speech/prompts.ts), whatever RETENTION_DAYS
+ * says: a call's prompts go `graceMs` after the call ended (the provider may fetch them until
+ * then), a prompt with `expires_at` at that time, one whose call is gone (erased, or never
+ * started) `graceMs` after it was rendered. Shared prompts (no call) stay. Then the audio no
+ * use refers to any more and unused for `graceMs` goes: a render reusing it moves
+ * `last_used_at` under the row's lock, so this delete re-reads it and keeps the row.
+ *
+ * @example
+ * const { files, more } = await removeEndedPrompts(db, clock.now(), config.speech.graceMs, 500);
+ * await store.removeFiles(files);
+ */
+export async function removeEndedPrompts(
+  db: Db,
+  now: Date,
+  graceMs: number,
+  batchSize = 500,
+): Promise<PromptRemoval> {
+  const at = now.toISOString();
+  const cutoff = new Date(now.getTime() - graceMs).toISOString();
+  const uses = count(
+    await db.execute(sql`
+      delete from prompt_uses where id in (
+        select u.id from prompt_uses u
+        where (u.call_id is not null or u.expires_at is not null)
+          and (
+          (u.expires_at is not null and u.expires_at < ${at}::timestamptz)
+          or (u.call_id is not null and u.expires_at is null and (
+            exists (select 1 from calls c where c.id = u.call_id
+              and c.ended_at < ${cutoff}::timestamptz)
+            or (u.created_at < ${cutoff}::timestamptz
+              and not exists (select 1 from calls c where c.id = u.call_id)))))
+        order by u.id limit ${batchSize} for update skip locked)
+      returning id`),
+  );
+  const audio = rowsOf<{ content_hash: string; ext: string; in_file: boolean }>(
+    await db.execute(sql`
+      delete from prompt_audio where content_hash in (
+        select a.content_hash from prompt_audio a
+        where a.last_used_at < ${cutoff}::timestamptz
+          and not exists (select 1 from prompt_uses u where u.content_hash = a.content_hash)
+        order by a.last_used_at limit ${batchSize} for update skip locked)
+      returning content_hash, ext, body is null as in_file`),
+  );
+  return {
+    uses,
+    audio: audio.length,
+    files: audio.filter((a) => a.in_file).map((a) => ({ contentHash: a.content_hash, ext: a.ext })),
+    more: uses === batchSize || audio.length === batchSize,
+  };
+}

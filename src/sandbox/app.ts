@@ -13,6 +13,7 @@
  * await sandbox.close();
  */
 import { Hono } from 'hono';
+import { createAudioChecker } from '../flows/audio-check.ts';
 import { createOutboundPolicy, type OutboundPolicy } from '../http/outbound.ts';
 import type { Organization } from '../provider/chat.ts';
 import { type SandboxAccessOptions, sandboxAccess } from './access.ts';
@@ -79,6 +80,12 @@ export interface CreateSandboxOptions {
    * closed with the sandbox.
    */
   outbound?: OutboundPolicy;
+  /**
+   * How a speech call's audio is fetched when the call is created (src/flows/audio-check.ts),
+   * through `outbound`: the whole check of one URL (default 5000 ms) and the most of a body
+   * read. A URL that does not answer with audio fails the call.
+   */
+  audioCheck?: { timeoutMs?: number; maxBytes?: number };
   logger?: SandboxLogger;
   /** Callback misbehaviour and retry policy; changeable later through /_control/options. */
   options?: CallbackOptionsInput;
@@ -182,6 +189,8 @@ export function createSandbox(opts: CreateSandboxOptions = {}): Sandbox {
     opts.outbound ??
     createOutboundPolicy({ allowPrivate: false, ownOrigins: [callbackUrl, viberCallbackUrl] });
 
+  // a speech call's audio checks still under way when the sandbox closes stop at once
+  const stopChecks = new AbortController();
   const sender = createCallbackSender({
     scheduler,
     send: outbound.send,
@@ -202,6 +211,7 @@ export function createSandbox(opts: CreateSandboxOptions = {}): Sandbox {
     callbackHeaders,
     ...(opts.maxSmsParts !== undefined && { maxSmsParts: opts.maxSmsParts }),
     ...(opts.keepMessages !== undefined && { keepMessages: opts.keepMessages }),
+    checkAudio: createAudioChecker({ outbound, signal: stopChecks.signal, ...opts.audioCheck }),
   });
   const cascade = createCascadeEngine({
     dialect,
@@ -321,6 +331,7 @@ export function createSandbox(opts: CreateSandboxOptions = {}): Sandbox {
     erase: (phone) => eraseFromSandbox(ctx, phone),
     async close() {
       scheduler.cancelAll();
+      stopChecks.abort();
       await clock.settled();
       if (opts.outbound === undefined) await outbound.close();
     },

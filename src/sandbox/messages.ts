@@ -29,6 +29,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { ErrorDetail } from '../errors.ts';
+import { type AudioChecker, type AudioCheckResult, checkAudioRefs } from '../flows/audio-check.ts';
 import {
   DEFAULT_TTL_SECONDS,
   type Fallback,
@@ -109,6 +110,13 @@ export interface CallRecord {
   endReason?: CallEndReason;
   path: { menu: number; visit: number; input?: ScriptKey; runs?: string | null; at: string }[];
   webhooks: { menu: number; key: string; index: number; url: string; at: string }[];
+  /**
+   * What the sandbox found at each distinct intro of the call's menus, fetched as the provider
+   * would when the call is placed (src/flows/audio-check.ts): `audio`, `not-audio` (the call
+   * fails), `not-checked` (the outbound policy refused it, or its name does not resolve from
+   * here) or `provider-id` (an audio id, passed through). Present once the checks are done.
+   */
+  audio?: AudioCheckResult[];
 }
 
 export interface SandboxMessage {
@@ -211,6 +219,11 @@ export interface MessageEngineDeps {
    * are forgotten (their lifecycles still finish), and so is their customerMessageId.
    */
   keepMessages?: number;
+  /**
+   * Fetches a speech call's audio as the provider would (src/flows/audio-check.ts); a call
+   * whose intro does not answer with audio fails. Unset: no audio is fetched.
+   */
+  checkAudio?: AudioChecker;
 }
 
 /** Which messages the control API lists; every field given must match. */
@@ -296,6 +309,8 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
   const liveKeys = new WeakMap<SandboxMessage, LiveKeys>();
   // erased (forget): their scheduled steps find them ended and report nothing more
   const forgotten = new WeakSet<SandboxMessage>();
+  // a speech call's audio checks, started when it is accepted, awaited when it would be answered
+  const audioChecks = new WeakMap<SandboxMessage, Promise<AudioCheckResult[]>>();
 
   // The messages of one request share their times: one-entry memos spare most of the
   // conversions (same results, so the same records). A memo each for the times of steps and
@@ -448,8 +463,17 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
           scheduler.at(at, () => (terminal(m) ? undefined : expire(m, at, reason)));
           return;
         }
-        default:
+        default: {
+          // a provider fetches the menu's audio to place the call: audio that is not there
+          // fails the call, as the scripted failure does
+          const bad = (await audioChecks.get(m))?.find((a) => a.result === 'not-audio');
+          if (bad !== undefined) {
+            const why = `the call's audio ${bad.url} did not answer with audio: ${bad.detail}`;
+            stepAt(m, start + t.failedAfterMs, () => fail(m, start + t.failedAfterMs, why));
+            return;
+          }
           stepAt(m, start + t.deliveredAfterMs, () => deliver(m, start + t.deliveredAfterMs));
+        }
       }
     });
   }
@@ -665,6 +689,18 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
         webhooks: [],
       };
       if (script?.live === true) liveKeys.set(m, { queue: [...m.keys] });
+      if (deps.checkAudio !== undefined && 'menu' in message) {
+        const call = m.call;
+        const checks = checkAudioRefs(
+          deps.checkAudio,
+          message.menu.map((item) => item.introUrl),
+        ).then((results) => {
+          call.audio = results;
+          return results;
+        });
+        audioChecks.set(m, checks);
+        scheduler.track(checks);
+      }
     }
     messages.set(messageId, m);
     forgetOldest();

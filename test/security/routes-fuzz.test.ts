@@ -69,6 +69,8 @@ const ROUTES: Record<string, RouteEntry> = {
   'POST /hooks/speechcall': {
     json: () => ({ from: 'Clinic', to: '+380501234567', mid: 'm', action: { token: 'v1.x' } }),
   },
+  // rendered prompts, fetched by the provider (src/http/routes/prompts.ts)
+  'GET /prompts/:file': { params: { file: 'q9y1V0xk2b7M0aPqRs8tUv3w.wav' } },
   // the console
   'GET /ui': {},
   'GET /ui/login': { query: ['next'] },

@@ -12,5 +12,6 @@ export * from './message-events.ts';
 export * from './messages.ts';
 export * from './outbox.ts';
 export * from './pending-events.ts';
+export * from './prompts.ts';
 export * from './settings.ts';
 export * from './status-checks.ts';

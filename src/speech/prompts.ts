@@ -1,0 +1,176 @@
+/**
+ * The prompt service: text in, a URL the provider can fetch out. A render looks the request
+ * up by its hash first (a hit renders nothing, so a restart or another instance renders
+ * nothing twice); otherwise the engine synthesizes it, audio.ts encodes it in SPEECH_FORMAT,
+ * and the store keeps it by its content hash, served at `PUBLIC_URL/prompts/{id}.{ext}` under
+ * an HMAC of that hash (ids.ts), so a URL cannot be computed from a person's name.
+ *
+ * The HMAC key is PROMPT_SECRET, or, unset, a random one generated once and kept in the
+ * `settings` table, so every instance on the database agrees without configuration (the same
+ * pattern as the webhook secret). It is never logged and never leaves the process.
+ *
+ * Renders of one request in the same process share one synthesis (concurrent calls wait for
+ * the first); across instances both may synthesize, and the store keeps one row.
+ *
+ * @example
+ * const prompts = createPromptService({ db, engine, store, secret, format: 'wav8k', publicUrl });
+ * const p = await prompts.render({ text: 'Hello Maria', lang: 'en' }, { callId });
+ * // { id: 'q9y1V0…', ext: 'wav', url: 'https://sb.example/prompts/q9y1V0….wav', durationMs, contentType }
+ */
+import { randomBytes } from 'node:crypto';
+import { eq } from 'drizzle-orm';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import type { Queryable } from '../db/client.ts';
+import { settings } from '../db/schema/index.ts';
+import { encodeAudio, type SpeechAudioFormat } from './audio.ts';
+import type { SpeechEngine, SpeechOptions } from './engine.ts';
+import { createEspeakEngine } from './espeak.ts';
+import { createHttpSpeechEngine } from './http-engine.ts';
+import { audioContentHash, speechPublicId, speechRequestHash } from './ids.ts';
+import type { PromptStore } from './store.ts';
+
+/** What to say. */
+export interface PromptRequest extends SpeechOptions {
+  text: string;
+}
+
+/** Whose prompt it is: a call's (personal data, removed after it) or, with neither, shared. */
+export interface PromptScope {
+  callId?: string;
+  /** a personal prompt not tied to a call (yet): when it may be removed */
+  expiresAt?: Date;
+}
+
+/** A rendered prompt, ready to hand to the provider. */
+export interface RenderedPrompt {
+  /** the public id (24 characters, base64url) */
+  id: string;
+  ext: string;
+  /** PUBLIC_URL/prompts/{id}.{ext} */
+  url: string;
+  durationMs: number;
+  contentType: string;
+}
+
+export interface PromptService {
+  render(request: PromptRequest, scope?: PromptScope): Promise<RenderedPrompt>;
+}
+
+export interface PromptServiceDeps {
+  engine: SpeechEngine;
+  store: PromptStore;
+  /** the public ids' HMAC key (`loadPromptSecret`) */
+  secret: string;
+  format: SpeechAudioFormat;
+  /** PUBLIC_URL, without a trailing slash */
+  publicUrl: string;
+  clock: Clock;
+}
+
+export function createPromptService(deps: PromptServiceDeps): PromptService {
+  const publicIdOf = (contentHash: string) => speechPublicId(deps.secret, contentHash);
+  const running = new Map<string, Promise<RenderedPrompt>>();
+  const toRendered = (p: {
+    publicId: string;
+    ext: string;
+    durationMs: number;
+    contentType: string;
+  }) => ({
+    id: p.publicId,
+    ext: p.ext,
+    url: `${deps.publicUrl}/prompts/${p.publicId}.${p.ext}`,
+    durationMs: p.durationMs,
+    contentType: p.contentType,
+  });
+
+  async function renderNow(
+    request: PromptRequest,
+    scope: PromptScope,
+    requestHash: string,
+  ): Promise<RenderedPrompt> {
+    const found = await deps.store.find(requestHash, scope, publicIdOf, deps.clock.now());
+    if (found) return toRendered(found);
+    const options: SpeechOptions = { lang: request.lang };
+    if (request.voice !== undefined) options.voice = request.voice;
+    if (request.rate !== undefined) options.rate = request.rate;
+    const speech = await deps.engine.synthesize(request.text, options);
+    const encoded = encodeAudio(speech.samples, speech.sampleRate, deps.format);
+    const contentHash = audioContentHash(encoded.body);
+    const stored = {
+      contentHash,
+      publicId: publicIdOf(contentHash),
+      ext: encoded.extension,
+      contentType: encoded.contentType,
+      durationMs: Math.round((speech.samples.length / speech.sampleRate) * 1000),
+    };
+    await deps.store.save(
+      {
+        ...stored,
+        requestHash,
+        body: encoded.body,
+        ...(scope.callId !== undefined && { callId: scope.callId }),
+        ...(scope.expiresAt !== undefined && { expiresAt: scope.expiresAt }),
+      },
+      deps.clock.now(),
+    );
+    return toRendered(stored);
+  }
+
+  return {
+    render(request, scope = {}) {
+      const requestHash = speechRequestHash({
+        engine: deps.engine,
+        lang: request.lang,
+        ...(request.voice !== undefined && { voice: request.voice }),
+        ...(request.rate !== undefined && { rate: request.rate }),
+        text: request.text.trim(),
+        format: deps.format,
+      });
+      // one synthesis per request and scope in this process at a time
+      const key = `${requestHash} ${scope.callId ?? ''}`;
+      const pending = running.get(key);
+      if (pending) return pending;
+      const started = renderNow(request, scope, requestHash).finally(() => running.delete(key));
+      running.set(key, started);
+      return started;
+    },
+  };
+}
+
+export const PROMPT_SECRET_KEY = 'prompt_secret';
+
+/**
+ * The public ids' key: PROMPT_SECRET when set; else the one kept in `settings`, generated by
+ * the first instance to ask (ON CONFLICT DO NOTHING, then read back, so instances starting
+ * together agree). Setting PROMPT_SECRET later changes every id: old URLs stop working, and
+ * each prompt gets its new id at its next render.
+ */
+export async function loadPromptSecret(
+  db: Queryable,
+  config: { promptSecret: string | undefined },
+): Promise<string> {
+  if (config.promptSecret !== undefined) return config.promptSecret;
+  await db
+    .insert(settings)
+    .values({ key: PROMPT_SECRET_KEY, value: randomBytes(32).toString('base64url') })
+    .onConflictDoNothing({ target: settings.key });
+  const [row] = await db
+    .select({ value: settings.value })
+    .from(settings)
+    .where(eq(settings.key, PROMPT_SECRET_KEY));
+  if (!row) throw new Error('no prompt secret could be read or generated');
+  return row.value;
+}
+
+/** The engine SPEECH_ENGINE names: eSpeak NG in process, or the HTTP service. */
+export function speechEngineFor(speech: Config['speech']): SpeechEngine {
+  if (speech.engine === 'http') {
+    if (speech.httpUrl === undefined) throw new Error('SPEECH_HTTP_URL is not set');
+    return createHttpSpeechEngine({
+      url: speech.httpUrl,
+      languages: speech.httpLanguages.map((lang) => ({ lang, name: lang })),
+    });
+  }
+  return createEspeakEngine();
+}
