@@ -9,23 +9,14 @@
  * app.route('/', endpointPages({ db, clock, page }));
  */
 import { type Context, Hono } from 'hono';
-import type { Child } from 'hono/jsx';
 import type { Clock } from '../clock.ts';
 import type { Db } from '../db/client.ts';
 import { listAttempts } from '../events/attempts.ts';
 import { getEndpoint, listEndpoints } from '../events/endpoints.ts';
 import { replayEvent, replayFailed } from '../events/replay.ts';
 import type { AppEnv } from '../http/env.ts';
-import type { Section } from './layout.tsx';
+import type { RenderPage } from './layout.tsx';
 import { EndpointPage, EndpointsList } from './pages/endpoints.tsx';
-
-/** The console's page frame (routes.tsx `page`). */
-export type RenderPage = (
-  c: Context,
-  title: string,
-  section: Section | undefined,
-  body: Child,
-) => Response | Promise<Response>;
 
 /** A `datetime-local` value (no zone: the console's times are UTC). */
 const LOCAL_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$/;

@@ -48,7 +48,7 @@ import {
 } from '../http/routes/flow-write.ts';
 import { allows } from '../http/scopes.ts';
 import { flowDiagram } from './diagram.ts';
-import type { Section } from './layout.tsx';
+import type { RenderPage } from './layout.tsx';
 import {
   type DraftCheck,
   FlowEditPage,
@@ -57,20 +57,11 @@ import {
 } from './pages/flow-edit.tsx';
 import { ReplayReportView } from './pages/flow-replay.tsx';
 
-/** The console's page frame (routes.tsx `page`). */
-export type EditorPageFrame = (
-  c: Context,
-  title: string,
-  section: Section | undefined,
-  body: Child,
-  opts?: { diagram?: boolean; status?: number },
-) => Response | Promise<Response>;
-
 export interface FlowEditDeps {
   db: Db;
   clock: Clock;
   flows: FlowRegistry;
-  page: EditorPageFrame;
+  page: RenderPage;
   /** where and whether a save writes (FLOWS_DIR, FLOWS_WRITABLE) */
   write: FlowWriteDeps;
   /** API_TOKEN's values: every scope */

@@ -5,10 +5,20 @@
  * @example
  * c.html(<Layout title="Flows" section="flows"><p>...</p></Layout>)
  */
+import type { Context } from 'hono';
 import { raw } from 'hono/html';
 import type { Child, FC, PropsWithChildren } from 'hono/jsx';
 
 export type Section = 'home' | 'flows' | 'calls' | 'messages' | 'inbound' | 'endpoints' | 'try';
+
+/** The console's page frame (routes.tsx `page`): a body in the layout, with its options. */
+export type RenderPage = (
+  c: Context,
+  title: string,
+  section: Section | undefined,
+  body: Child,
+  opts?: { diagram?: boolean; status?: number },
+) => Response | Promise<Response>;
 
 const NAV: [Section, string, string][] = [
   ['flows', '/ui/flows', 'Flows'],

@@ -14,31 +14,17 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runFlows } from '../../src/cli/flows.ts';
 import { flowTestJsonSchema } from '../../src/flows/index.ts';
 import { EXAMPLES } from '../flows/helpers.ts';
+import { runFlowsCli } from '../support/cli.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'flows-test-cli-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-async function run(argv: string[], cwd = ROOT) {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = '';
-  let err = '';
-  stdout.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  stderr.on('data', (d: Buffer) => {
-    err += d.toString();
-  });
-  const code = await runFlows(argv, { stdout, stderr, cwd });
-  return { code, out, err };
-}
+const run = (argv: string[], cwd = ROOT) => runFlowsCli(argv, cwd);
 
 /** A copy of the repository's flows/ in a fresh directory; returns that directory. */
 function copyOfFlows(name: string): string {

@@ -4,29 +4,17 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { reportSimulation, runFlows } from '../../src/cli/flows.ts';
+import { reportSimulation } from '../../src/cli/flows.ts';
 import { flowJsonSchema, simulateFlow, verifyNodeToken } from '../../src/flows/index.ts';
 import { SpeechMenu } from '../../src/provider/menu.ts';
 import { loadExample, SAMPLE_VARS } from '../flows/helpers.ts';
+import { runFlowsCli } from '../support/cli.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'flows-cli-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-async function run(argv: string[], cwd = ROOT) {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = '';
-  let err = '';
-  stdout.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  stderr.on('data', (d: Buffer) => {
-    err += d.toString();
-  });
-  const code = await runFlows(argv, { stdout, stderr, cwd });
-  return { code, out, err };
-}
+const run = (argv: string[], cwd = ROOT) => runFlowsCli(argv, cwd);
 
 const reminderVars = ['--var', 'name=Ann', '--var', 'date=2025-03-01'];
 

@@ -9,10 +9,9 @@
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument } from 'yaml';
-import { runFlows } from '../../src/cli/flows.ts';
+import { runFlowsCli } from '../support/cli.ts';
 import { FLOWS_DIR } from './helpers.ts';
 
 const ID = 'appointment-reminder';
@@ -20,20 +19,7 @@ const root = mkdtempSync(join(tmpdir(), 'break-a-flow-'));
 const dir = join(root, 'flows');
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-async function run(argv: string[]) {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = '';
-  let err = '';
-  stdout.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  stderr.on('data', (d: Buffer) => {
-    err += d.toString();
-  });
-  const code = await runFlows(argv, { stdout, stderr, cwd: root });
-  return { code, out, err };
-}
+const run = (argv: string[]) => runFlowsCli(argv, root);
 
 const escapeRe = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 

@@ -11,3 +11,17 @@ export function capture() {
   });
   return { stream, text: () => text };
 }
+
+/**
+ * Runs `switchboard flows ...` in-process from `cwd`: its exit code and what it printed.
+ *
+ * @example
+ * const { code, out } = await runFlowsCli(['validate', '--dir', dir], dir);
+ */
+export async function runFlowsCli(argv: string[], cwd: string) {
+  const { runFlows } = await import('../../src/cli/flows.ts');
+  const stdout = capture();
+  const stderr = capture();
+  const code = await runFlows(argv, { stdout: stdout.stream, stderr: stderr.stream, cwd });
+  return { code, out: stdout.text(), err: stderr.text() };
+}

@@ -10,8 +10,8 @@
  * @example
  * <ReplayReportView report={await replayFlow(db, { flowId, compiled, since })} />
  */
-import { type Context, Hono } from 'hono';
-import type { Child, FC } from 'hono/jsx';
+import { Hono } from 'hono';
+import type { FC } from 'hono/jsx';
 import type { FlowRegistry } from '../../calls/registry.ts';
 import {
   compileReplayDraft,
@@ -27,7 +27,7 @@ import type { Clock } from '../../clock.ts';
 import type { Db } from '../../db/client.ts';
 import { AppError, type ErrorDetail } from '../../errors.ts';
 import type { AppEnv } from '../../http/env.ts';
-import { Empty, Field, Notice, type Section } from '../layout.tsx';
+import { Empty, Field, Notice, type RenderPage } from '../layout.tsx';
 
 const step = (s: ReplayStep | null) =>
   s === null ? 'nothing (the call ends)' : `${s.node}:${s.key}${s.input ? ` (${s.input})` : ''}`;
@@ -233,15 +233,6 @@ export const ReplayForm: FC<{
   </>
 );
 
-/** The console's page frame (routes.tsx `page`). */
-type ReplayPageFrame = (
-  c: Context,
-  title: string,
-  section: Section | undefined,
-  body: Child,
-  opts?: { status?: number },
-) => Response | Promise<Response>;
-
 const text = (v: unknown): string => (typeof v === 'string' ? v : '');
 
 /** The replay page's routes, under /ui. */
@@ -249,7 +240,7 @@ export function flowReplayPages(deps: {
   db: Db;
   clock: Clock;
   flows: FlowRegistry;
-  page: ReplayPageFrame;
+  page: RenderPage;
 }) {
   const app = new Hono<AppEnv>();
   const find = async (id: string) => {

@@ -11,7 +11,7 @@
  * @example
  * app.route('/', flowVersionPages({ db, flows, page }));
  */
-import { type Context, Hono } from 'hono';
+import { Hono } from 'hono';
 import type { Child, FC } from 'hono/jsx';
 import {
   diffFlowVersions,
@@ -27,15 +27,7 @@ import type { Db } from '../../db/client.ts';
 import { AppError } from '../../errors.ts';
 import type { CompiledAction } from '../../flows/index.ts';
 import type { AppEnv } from '../../http/env.ts';
-import { Empty, type Section, Time } from '../layout.tsx';
-
-type PageFrame = (
-  c: Context,
-  title: string,
-  section: Section | undefined,
-  body: Child,
-  opts?: { status?: number },
-) => Response | Promise<Response>;
+import { Empty, type RenderPage, Time } from '../layout.tsx';
 
 const short = (version: string) => version.slice(0, 8);
 const percent = (share: number | null) =>
@@ -379,7 +371,7 @@ export const FlowCompareView: FC<{ diff: FlowDiff; list: FlowVersionList }> = ({
   </>
 );
 
-export function flowVersionPages(deps: { db: Db; flows: FlowRegistry; page: PageFrame }) {
+export function flowVersionPages(deps: { db: Db; flows: FlowRegistry; page: RenderPage }) {
   const app = new Hono<AppEnv>();
   // a flow with neither a file nor a version run is unknown; its history outlives the file
   const known = async (id: string) => {
