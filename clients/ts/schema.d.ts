@@ -1517,6 +1517,8 @@ export interface components {
       rawCallbacksRedacted: number;
       /** @description events for your endpoints about the number's calls and messages, or mentioning it anywhere in their data, with their deliveries and attempts */
       outgoingEvents: number;
+      /** @description spoken prompts rendered for the calls to the number (their audio too, unless a prompt for someone else has the same words) */
+      prompts: number;
       /** @description records the built-in provider sandbox forgot: its messages, calls, callbacks, incoming messages, scripts and bot users that mention the number (0 against the real provider) */
       sandbox: number;
     };

@@ -53,6 +53,9 @@ export const RemovedCounts = z
     outgoingEvents: count(
       "events for your endpoints about the number's calls and messages, or mentioning it anywhere in their data, with their deliveries and attempts",
     ),
+    prompts: count(
+      'spoken prompts rendered for the calls to the number (their audio too, unless a prompt for someone else has the same words)',
+    ),
     sandbox: count(
       'records the built-in provider sandbox forgot: its messages, calls, callbacks, incoming messages, scripts and bot users that mention the number (0 against the real provider)',
     ),
@@ -431,22 +434,27 @@ const callPrompts: ErasureStep = {
   name: 'call prompts',
   async run(tx, s) {
     if (s.callIds.length === 0) return {};
-    const gone = await rows<{ content_hash: string; ext: string; in_file: boolean }>(
+    // one row per use removed (audio null), then one per audio removed with it
+    const gone = await rows<{ content_hash: string | null; ext: string; in_file: boolean }>(
       tx,
       sql`with uses as (
             delete from prompt_uses where call_id in ${idList(s.callIds, 'uuid')}
-            returning content_hash)
-          delete from prompt_audio a
-          where a.content_hash in (select content_hash from uses)
-            and not exists (select 1 from prompt_uses u
-              where u.content_hash = a.content_hash
-                and (u.call_id is null or u.call_id not in ${idList(s.callIds, 'uuid')}))
-          returning a.content_hash, a.ext, a.body is null as in_file`,
+            returning content_hash),
+          audio as (
+            delete from prompt_audio a
+            where a.content_hash in (select content_hash from uses)
+              and not exists (select 1 from prompt_uses u
+                where u.content_hash = a.content_hash
+                  and (u.call_id is null or u.call_id not in ${idList(s.callIds, 'uuid')}))
+            returning a.content_hash, a.ext, a.body is null as in_file)
+          select null as content_hash, '' as ext, false as in_file from uses
+          union all
+          select content_hash, ext, in_file from audio`,
     );
-    s.promptFiles = gone
-      .filter((g) => g.in_file)
-      .map((g) => ({ contentHash: g.content_hash, ext: g.ext }));
-    return {};
+    s.promptFiles = gone.flatMap((g) =>
+      g.content_hash !== null && g.in_file ? [{ contentHash: g.content_hash, ext: g.ext }] : [],
+    );
+    return { prompts: gone.filter((g) => g.content_hash === null).length };
   },
 };
 
@@ -482,6 +490,7 @@ function noneRemoved(): RemovedCounts {
     rawCallbacks: 0,
     rawCallbacksRedacted: 0,
     outgoingEvents: 0,
+    prompts: 0,
     sandbox: 0,
   };
 }

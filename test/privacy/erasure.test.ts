@@ -115,6 +115,7 @@ describeEachEngine('DELETE /v1/subjects/{phone}', (ctx) => {
         rawCallbacks: 4, // m1 sent, x pending, Viber from P, the plain mention
         rawCallbacksRedacted: 2, // the P+Q delivery batch and the P+Q Viber batch
         outgoingEvents: 0, // no endpoint: none were recorded
+        prompts: 0, // no spoken prompt was rendered
         sandbox: 0, // none built in
       },
     });

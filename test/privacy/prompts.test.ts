@@ -97,6 +97,8 @@ describeEachEngine('prompts as personal data', (ctx) => {
       { method: 'DELETE' },
     );
     expect(res.status).toBe(200);
+    // the answer counts them: mine, mineToo and p2's use of the shared words
+    expect(((await res.json()) as { removed: { prompts: number } }).removed.prompts).toBe(3);
 
     expect(await usesOf(p1)).toBe(0);
     expect(await usesOf(p2)).toBe(0);
