@@ -33,6 +33,7 @@ import {
   type FlowEffect,
   type FlowEvent,
   type LoadedFlow,
+  parseDuration,
   parseFlowSource,
   type RenderedMessage,
   resolveLanguage,
@@ -144,13 +145,6 @@ export interface ReplayFlowOptions {
   maxItems?: number;
 }
 
-const AGO_UNITS: Record<string, number> = {
-  m: 60_000,
-  h: 3_600_000,
-  d: 86_400_000,
-  w: 604_800_000,
-};
-
 /**
  * A replay period's bound: a time back from `now` (`30m`, `12h`, `7d`, `2w`) or an ISO 8601
  * time (`2025-03-01`, `2025-03-01T09:00:00Z`); null when it is neither.
@@ -160,7 +154,12 @@ const AGO_UNITS: Record<string, number> = {
  */
 export function replayTime(value: string, now: Date): Date | null {
   const ago = /^(\d{1,6})\s*([mhdw])$/.exec(value.trim());
-  if (ago) return new Date(now.getTime() - Number(ago[1]) * AGO_UNITS[ago[2]!]!);
+  if (ago) {
+    // the flow language's durations (parseDuration), and weeks: 2w is 14d
+    const [, n, unit] = ago;
+    const ms = unit === 'w' ? 7 * parseDuration(`${n}d`) : parseDuration(`${n}${unit}`);
+    return new Date(now.getTime() - ms);
+  }
   if (
     !/^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/.test(
       value.trim(),

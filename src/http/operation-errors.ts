@@ -21,6 +21,7 @@
  * const doc = withErrorResponses(app.getOpenAPI31Document(config));
  */
 import { ERROR_CODES, type ErrorCode, httpStatus } from '../errors.ts';
+import { ErrorBody } from '../messages/views.ts';
 import { takesIdempotencyKey } from './idempotency.ts';
 import { judgesInput } from './input.ts';
 import { API_SCHEME, allows, isScope, SCOPES } from './scopes.ts';
@@ -198,3 +199,14 @@ export function withErrorResponses<T extends OpenApiDocument>(doc: T): T {
   }
   return doc;
 }
+
+/**
+ * A response in the error envelope, for a route's `responses` (`404: errorBody('no such flow')`).
+ *
+ * @example
+ * responses: { 200: ..., 404: errorBody('no such flow') }
+ */
+export const errorBody = (description: string) => ({
+  description,
+  content: { 'application/json': { schema: ErrorBody } },
+});

@@ -12,16 +12,10 @@ import {
   startCalls,
 } from '../../calls/start.ts';
 import type { ErrorCode } from '../../errors.ts';
-import { ErrorBody } from '../../messages/views.ts';
 import { auditItems } from '../audit.ts';
-import { errorCodes } from '../operation-errors.ts';
+import { errorBody, errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
 import { needs } from '../scopes.ts';
-
-const err = (description: string) => ({
-  description,
-  content: { 'application/json': { schema: ErrorBody } },
-});
 
 /** Why a flow cannot start calls (calls/start-prepare.ts `compiledFlow`). */
 const FLOW_CODES: ErrorCode[] = ['UNKNOWN_FLOW', 'INVALID_FLOW'];
@@ -62,7 +56,7 @@ const start = createRoute({
   },
   responses: {
     202: { description: 'queued', content: { 'application/json': { schema: CallStarted } } },
-    400: err('unknown flow, missing or mistyped var, bad number or sender'),
+    400: errorBody('unknown flow, missing or mistyped var, bad number or sender'),
   },
 });
 
@@ -93,7 +87,7 @@ const batch = createRoute({
         },
       },
     },
-    400: err('unknown flow, or not a well-formed batch (each call is answered on its own)'),
+    400: errorBody('unknown flow, or not a well-formed batch (each call is answered on its own)'),
   },
 });
 
@@ -109,7 +103,7 @@ const getOne = createRoute({
   },
   responses: {
     200: { description: 'the call', content: { 'application/json': { schema: CallView } } },
-    404: err('no such call'),
+    404: errorBody('no such call'),
   },
 });
 
@@ -133,7 +127,7 @@ const list = createRoute({
   },
   responses: {
     200: { description: 'a page', content: { 'application/json': { schema: CallList } } },
-    400: err('bad filter'),
+    400: errorBody('bad filter'),
   },
 });
 

@@ -28,16 +28,11 @@ import {
   UpdateEndpoint,
 } from '../../events/endpoints.ts';
 import { ReplayedEvent, ReplayedFailures, replayEvent, replayFailed } from '../../events/replay.ts';
-import { ErrorBody } from '../../messages/views.ts';
 import { auditItems } from '../audit.ts';
-import { errorCodes } from '../operation-errors.ts';
+import { errorBody, errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
 import { needs } from '../scopes.ts';
 
-const err = (description: string) => ({
-  description,
-  content: { 'application/json': { schema: ErrorBody } },
-});
 const json = <T>(schema: T, description: string) => ({
   description,
   content: { 'application/json': { schema } },
@@ -68,8 +63,8 @@ const create = createRoute({
   },
   responses: {
     201: json(EndpointWithSecret, 'made: `secret` is shown this once'),
-    400: err('bad url (or an address the outbound policy refuses), unknown event type'),
-    409: err('another endpoint has that name'),
+    400: errorBody('bad url (or an address the outbound policy refuses), unknown event type'),
+    409: errorBody('another endpoint has that name'),
   },
 });
 
@@ -96,7 +91,7 @@ const getOne = createRoute({
   summary: 'One endpoint, by id or name (never a secret)',
   security: needs('admin'),
   request: { params: IdParam },
-  responses: { 200: json(EndpointView, 'the endpoint'), 404: err('no such endpoint') },
+  responses: { 200: json(EndpointView, 'the endpoint'), 404: errorBody('no such endpoint') },
 });
 
 const update = createRoute({
@@ -113,9 +108,9 @@ const update = createRoute({
   },
   responses: {
     200: json(EndpointView, 'changed'),
-    400: err('bad url (or an address the outbound policy refuses), unknown event type'),
-    404: err('no such endpoint'),
-    409: err('another endpoint has that name, or this one is declared in ENDPOINTS_FILE'),
+    400: errorBody('bad url (or an address the outbound policy refuses), unknown event type'),
+    404: errorBody('no such endpoint'),
+    409: errorBody('another endpoint has that name, or this one is declared in ENDPOINTS_FILE'),
   },
 });
 
@@ -130,8 +125,8 @@ const remove = createRoute({
   request: { params: IdParam },
   responses: {
     200: json(EndpointView, 'deleted: what it was'),
-    404: err('no such endpoint'),
-    409: err('declared in ENDPOINTS_FILE: remove it from the file'),
+    404: errorBody('no such endpoint'),
+    409: errorBody('declared in ENDPOINTS_FILE: remove it from the file'),
   },
 });
 
@@ -168,9 +163,9 @@ const rotate = createRoute({
   },
   responses: {
     200: json(EndpointWithSecret, 'rotated: `secret` is the new one, shown this once'),
-    400: err('bad overlap'),
-    404: err('no such endpoint'),
-    409: err('declared in ENDPOINTS_FILE: change the secret in its environment variable'),
+    400: errorBody('bad overlap'),
+    404: errorBody('no such endpoint'),
+    409: errorBody('declared in ENDPOINTS_FILE: change the secret in its environment variable'),
   },
 });
 
@@ -187,8 +182,8 @@ const attempts = createRoute({
   },
   responses: {
     200: json(AttemptPage, 'a page'),
-    400: err('bad filter or cursor'),
-    404: err('no such endpoint'),
+    400: errorBody('bad filter or cursor'),
+    404: errorBody('no such endpoint'),
   },
 });
 
@@ -205,8 +200,8 @@ const deliveries = createRoute({
   },
   responses: {
     200: json(DeliveryPage, 'a page'),
-    400: err('bad filter or cursor'),
-    404: err('no such endpoint'),
+    400: errorBody('bad filter or cursor'),
+    404: errorBody('no such endpoint'),
   },
 });
 
@@ -249,7 +244,7 @@ const replayOne = createRoute({
   },
   responses: {
     202: json(ReplayedEvent, 'queued again'),
-    404: err('no such event, or no such endpoint'),
+    404: errorBody('no such event, or no such endpoint'),
   },
 });
 
@@ -279,8 +274,8 @@ const replayMany = createRoute({
   },
   responses: {
     202: json(ReplayedFailures, 'queued again'),
-    400: err('bad time'),
-    404: err('no such endpoint'),
+    400: errorBody('bad time'),
+    404: errorBody('no such endpoint'),
   },
 });
 

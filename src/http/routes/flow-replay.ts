@@ -25,6 +25,7 @@ import { ErrorBody } from '../../messages/views.ts';
 import { errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
 import { needs } from '../scopes.ts';
+import { FlowIdParam } from './flows.ts';
 
 const TIME_RULE = REPLAY_TIME_RULE;
 const isTime = (v: string) => replayTime(v, new Date()) !== null;
@@ -124,10 +125,6 @@ export const FlowReplayReportSchema = z
   })
   .meta({ id: 'FlowReplayReport' });
 
-const IdParam = z.object({
-  id: z.string().meta({ param: { name: 'id', in: 'path' }, example: 'appointment-reminder' }),
-});
-
 const replay = createRoute({
   method: 'post',
   path: '/v1/flows/{id}/replay',
@@ -139,7 +136,7 @@ const replay = createRoute({
   description:
     "Rebuilds each stored call's inputs (keys, silence, statuses, timers fired) and runs them through the flow in `source`; compares path, outcome and follow-ups with what the call did. Changes nothing.",
   request: {
-    params: IdParam,
+    params: FlowIdParam,
     body: {
       required: true,
       content: { 'application/json': { schema: FlowReplayRequest } },

@@ -21,23 +21,14 @@ import {
 import type { FlowRegistry } from '../../calls/registry.ts';
 import type { Db } from '../../db/client.ts';
 import { AppError } from '../../errors.ts';
-import { ErrorBody } from '../../messages/views.ts';
-import { errorCodes } from '../operation-errors.ts';
+import { errorBody, errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
 import { needs } from '../scopes.ts';
+import { FlowIdParam } from './flows.ts';
 
 const VERSION_HINT = 'a version (16 hex digits, as GET /v1/flows/{id}/versions lists) or current';
 
 const Version = () => z.string().regex(FLOW_VERSION_PATTERN, { error: `must be ${VERSION_HINT}` });
-
-const IdParam = z.object({
-  id: z.string().meta({ param: { name: 'id', in: 'path' }, example: 'appointment-reminder' }),
-});
-
-const err = (description: string) => ({
-  description,
-  content: { 'application/json': { schema: ErrorBody } },
-});
 
 const list = createRoute({
   method: 'get',
@@ -46,13 +37,13 @@ const list = createRoute({
   tags: ['flows'],
   security: needs('read'),
   summary: 'The versions of a flow that ran, newest first, and the file’s own',
-  request: { params: IdParam },
+  request: { params: FlowIdParam },
   responses: {
     200: {
       description: 'versions',
       content: { 'application/json': { schema: FlowVersionList } },
     },
-    404: err('no such flow'),
+    404: errorBody('no such flow'),
   },
 });
 
@@ -65,7 +56,7 @@ const getOne = createRoute({
   summary: 'One version of a flow: its source and its compiled menus, languages and params',
   ...errorCodes({ also: ['UNKNOWN_FLOW_VERSION'] }),
   request: {
-    params: IdParam.extend({
+    params: FlowIdParam.extend({
       version: Version().meta({
         param: { name: 'version', in: 'path' },
         example: '3f9a1c0b7d2e4f68',
@@ -78,7 +69,7 @@ const getOne = createRoute({
       description: 'the version',
       content: { 'application/json': { schema: FlowVersionDetail } },
     },
-    404: err('no such flow, or no such version of it'),
+    404: errorBody('no such flow, or no such version of it'),
   },
 });
 
@@ -92,7 +83,7 @@ const diff = createRoute({
     'Two versions of a flow compared: source diff, menus node by node, counters side by side',
   ...errorCodes({ also: ['UNKNOWN_FLOW_VERSION'] }),
   request: {
-    params: IdParam,
+    params: FlowIdParam,
     query: z.object({
       from: Version().meta({ example: '3f9a1c0b7d2e4f68', description: VERSION_HINT }),
       to: Version()
@@ -102,8 +93,8 @@ const diff = createRoute({
   },
   responses: {
     200: { description: 'the comparison', content: { 'application/json': { schema: FlowDiff } } },
-    400: err('bad query'),
-    404: err('no such flow, or no such version of it'),
+    400: errorBody('bad query'),
+    404: errorBody('no such flow, or no such version of it'),
   },
 });
 

@@ -25,10 +25,9 @@ import type { Queryable } from '../../db/client.ts';
 import { auditLog } from '../../db/schema/audit-log.ts';
 import { AppError, type DetailCode, type ErrorDetail } from '../../errors.ts';
 import { type LoadedFlow, parseFlowSource } from '../../flows/index.ts';
-import { ErrorBody } from '../../messages/views.ts';
 import type { Principal } from '../api-tokens.ts';
 import { type AuditChanges, auditItems } from '../audit.ts';
-import { errorCodes } from '../operation-errors.ts';
+import { errorBody, errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
 import { needs } from '../scopes.ts';
 import { FlowSummary } from './flows.ts';
@@ -178,11 +177,6 @@ export const FlowWritten = z
   })
   .meta({ id: 'FlowWritten' });
 
-const err = (description: string) => ({
-  description,
-  content: { 'application/json': { schema: ErrorBody } },
-});
-
 const put = createRoute({
   method: 'put',
   path: '/v1/flows/{id}',
@@ -207,8 +201,8 @@ const put = createRoute({
       description: 'the flow was created',
       content: { 'application/json': { schema: FlowWritten } },
     },
-    400: err('the draft has errors; nothing was written'),
-    403: err('writing flows is off on this instance, or the token is not an admin'),
+    400: errorBody('the draft has errors; nothing was written'),
+    403: errorBody('writing flows is off on this instance, or the token is not an admin'),
   },
 });
 

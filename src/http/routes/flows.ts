@@ -6,7 +6,7 @@ import type { FlowRegistry } from '../../calls/registry.ts';
 import type { Db } from '../../db/client.ts';
 import { AppError } from '../../errors.ts';
 import { flowToMermaid, type LoadedFlow, PromptLanguage } from '../../flows/index.ts';
-import { ErrorBody } from '../../messages/views.ts';
+import { errorBody } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
 import { needs } from '../scopes.ts';
 
@@ -60,12 +60,9 @@ function summary(flow: LoadedFlow): z.infer<typeof FlowSummary> {
   };
 }
 
-const IdParam = z.object({
+/** `{id}` of the /v1/flows/{id} routes (versions, replay) */
+export const FlowIdParam = z.object({
   id: z.string().meta({ param: { name: 'id', in: 'path' }, example: 'appointment-reminder' }),
-});
-const err = (description: string) => ({
-  description,
-  content: { 'application/json': { schema: ErrorBody } },
 });
 
 const list = createRoute({
@@ -90,10 +87,10 @@ const getOne = createRoute({
   tags: ['flows'],
   security: needs('read'),
   summary: 'One flow with its compiled menu template and a Mermaid diagram',
-  request: { params: IdParam },
+  request: { params: FlowIdParam },
   responses: {
     200: { description: 'the flow', content: { 'application/json': { schema: FlowDetail } } },
-    404: err('no such flow'),
+    404: errorBody('no such flow'),
   },
 });
 
@@ -105,7 +102,7 @@ const stats = createRoute({
   security: needs('read'),
   summary: 'Per menu node: visits, each key, hang-ups; failures and outcomes',
   request: {
-    params: IdParam,
+    params: FlowIdParam,
     query: z.object({
       version: z
         .string()
@@ -123,8 +120,8 @@ const stats = createRoute({
   },
   responses: {
     200: { description: 'counters', content: { 'application/json': { schema: FlowStats } } },
-    400: err('bad filter'),
-    404: err('no such flow'),
+    400: errorBody('bad filter'),
+    404: errorBody('no such flow'),
   },
 });
 

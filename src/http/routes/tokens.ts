@@ -5,17 +5,11 @@
  */
 import { createRoute, z } from '@hono/zod-openapi';
 import { AppError } from '../../errors.ts';
-import { ErrorBody } from '../../messages/views.ts';
 import { CreatedToken, TokenName, TokenScopes, type TokenStore, TokenView } from '../api-tokens.ts';
 import { auditItems } from '../audit.ts';
-import { errorCodes } from '../operation-errors.ts';
+import { errorBody, errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
 import { allows, effectiveScopes, needs } from '../scopes.ts';
-
-const err = (description: string) => ({
-  description,
-  content: { 'application/json': { schema: ErrorBody } },
-});
 
 const create = createRoute({
   method: 'post',
@@ -39,9 +33,9 @@ const create = createRoute({
   },
   responses: {
     201: { description: 'made', content: { 'application/json': { schema: CreatedToken } } },
-    400: err('bad name or scopes'),
-    403: err('a scope the calling token does not have itself'),
-    409: err('a token not revoked has that name'),
+    400: errorBody('bad name or scopes'),
+    403: errorBody('a scope the calling token does not have itself'),
+    409: errorBody('a token not revoked has that name'),
   },
 });
 
@@ -84,7 +78,7 @@ const revoke = createRoute({
       description: 'revoked (or already revoked: revokedAt says since when)',
       content: { 'application/json': { schema: TokenView } },
     },
-    404: err('no such token'),
+    404: errorBody('no such token'),
   },
 });
 
