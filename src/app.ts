@@ -55,6 +55,7 @@ import { statusMapWith } from './messages/delivery-parse.ts';
 import { outboxDepth } from './messages/dispatcher.ts';
 import type { IngestDeps } from './messages/ingest.ts';
 import type { WebhookSecrets } from './privacy/webhook-secret.ts';
+import { createSpeech, type SpokenPrompts } from './speech/spoken.ts';
 import { createPromptStore, type PromptStore } from './speech/store.ts';
 import { httpSpans } from './tracing.ts';
 import { consoleRoutes } from './ui/routes.tsx';
@@ -80,6 +81,11 @@ export interface AppDeps {
   secrets?: WebhookSecrets;
   /** rendered prompts (src/speech/store.ts); default: the database, or PROMPTS_DIR */
   prompts?: PromptStore;
+  /**
+   * `say:` prompts (src/speech/spoken.ts). The server passes them with the stored id secret;
+   * without them (tests) the app makes its own, on SPEECH_ENGINE with a random secret.
+   */
+  spoken?: SpokenPrompts;
 }
 
 export const VERSION = '0.1.0';
@@ -114,17 +120,27 @@ export function createApp(deps: AppDeps) {
   const flows = deps.flows ?? createFlowRegistry(deps.config.flowsDir);
   const secret = { id: 'local', key: randomBytes(32) };
   const secrets = deps.secrets ?? { signing: secret, verifying: [secret] };
+  const prompts = deps.prompts ?? createPromptStore(db, { dir: deps.config.speech.promptsDir });
+  const spoken =
+    deps.spoken ??
+    createSpeech({
+      db,
+      config: deps.config,
+      store: prompts,
+      secret: randomBytes(32).toString('base64url'),
+      clock,
+    }).spoken;
   const calls: StartDeps & EventDeps = {
     db,
     clock,
     flows,
+    spoken,
     maxSmsParts: deps.config.maxSmsParts,
     signingSecret: secrets.signing,
     verifyingSecrets: secrets.verifying,
     hookUrl: `${deps.config.publicUrl}/hooks/speechcall`,
     ...(deps.onQueued && { onQueued: deps.onQueued }),
   };
-  const prompts = deps.prompts ?? createPromptStore(db, { dir: deps.config.speech.promptsDir });
   const ingest: IngestDeps = {
     db,
     clock,
@@ -199,7 +215,7 @@ export function createApp(deps: AppDeps) {
   app.route('/', endpointRoutes({ db, clock, store: endpoints }));
   app.route('/', hookRoutes({ config: deps.config, ingest, calls, metrics }));
   // rendered prompts, public: the provider fetches them (docs/speech.md)
-  app.route('/', promptRoutes({ store: prompts }));
+  app.route('/', promptRoutes({ store: prompts, spoken }));
   if (deps.sandbox) app.route('/sandbox', deps.sandbox);
   app.route(
     '/ui',
@@ -210,7 +226,7 @@ export function createApp(deps: AppDeps) {
   const routes = auth.seal(app);
   // /openapi.json (its info, servers, tags and error responses) and /docs: http/docs.ts
   app.route('/', docsRoutes(app, { version: VERSION, publicUrl: deps.config.publicUrl }));
-  return { app, metrics, ingest, calls, routes, tokens, prompts };
+  return { app, metrics, ingest, calls, routes, tokens, prompts, spoken };
 }
 
 export type App = ReturnType<typeof createApp>['app'];

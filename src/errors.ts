@@ -160,6 +160,8 @@ export const DETAIL_CODES = [
   'ASSERT_PATH',
   'ASSERT_REACHABLE',
   'ASSERT_UNREACHABLE',
+  // a flow's `say:` prompt against the speech engine (src/flows/checks.ts; TEXT_TOO_LONG too)
+  'NO_VOICE',
   // `flows validate --check-audio`: a prompt URL that does not answer with audio (src/flows/audio-check.ts)
   'AUDIO_NOT_AUDIO',
   // an event endpoint (src/events/endpoints.ts)

@@ -25,6 +25,9 @@ import { createProviderClient, type ProviderAuth } from './provider/client.ts';
 import { SANDBOX_TOKEN_HEADER } from './sandbox/access.ts';
 import { type CreateSandboxOptions, createSandbox, type Sandbox } from './sandbox/app.ts';
 import { erasedInSandbox } from './sandbox/erase.ts';
+import { loadPromptSecret } from './speech/prompts.ts';
+import { createSpeech, speechCapabilities } from './speech/spoken.ts';
+import { createPromptStore } from './speech/store.ts';
 import { startWorkers } from './workers.ts';
 
 export interface RunningServer {
@@ -188,7 +191,33 @@ export async function startServer(
       limiter: provider.limiter,
     });
 
-  const flows = createFlowRegistry(config.flowsDir);
+  // spoken prompts: the engine's voices check the flows' `say:`, and each flow's prompts
+  // without params render as it loads (src/speech/spoken.ts)
+  const promptStore = createPromptStore(database.db, { dir: config.speech.promptsDir });
+  const speech = createSpeech({
+    db: database.db,
+    config: { ...config, publicUrl },
+    store: promptStore,
+    secret: await loadPromptSecret(database.db, config.speech),
+    clock: systemClock,
+  });
+  const flows = createFlowRegistry(
+    config.flowsDir,
+    { speech: await speechCapabilities(speech.engine) },
+    {
+      onCompiled: (compiled) => {
+        speech.spoken.prepareFlow(compiled).catch((err: unknown) => {
+          logger.warn(
+            {
+              flow: compiled.id,
+              err: { message: err instanceof Error ? err.message : String(err) },
+            },
+            'spoken prompts of the flow not rendered yet; they render before its calls go',
+          );
+        });
+      },
+    },
+  );
   const loaded = await flows.list();
   for (const flow of loaded) {
     if (flow.errors.length > 0) {
@@ -205,6 +234,8 @@ export async function startServer(
   const { app, ingest, calls, prompts } = createApp({
     flows,
     secrets,
+    prompts: promptStore,
+    spoken: speech.spoken,
     config: { ...config, publicUrl },
     database,
     logger,
@@ -234,6 +265,7 @@ export async function startServer(
     retentionDays: config.retentionDays,
     outbound: outbound.send,
     prompts: { graceMs: config.speech.graceMs, removeFiles: prompts.removeFiles },
+    spoken: speech.spoken,
   });
   logger.info({ provider: providerBaseUrl, sandbox: sandbox !== undefined }, 'provider');
   await untilReady((req) => app.fetch(req), logger);

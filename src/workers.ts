@@ -22,6 +22,7 @@ import {
 import { attachPending, type IngestDeps } from './messages/ingest.ts';
 import { expireOverdue, pollOnce, type StatusLookup } from './messages/poller.ts';
 import { removeEndedPrompts, runRetention } from './privacy/retention.ts';
+import type { SpokenPrompts } from './speech/spoken.ts';
 import type { PromptStore } from './speech/store.ts';
 
 export interface WorkerDeps {
@@ -41,6 +42,8 @@ export interface WorkerDeps {
   retentionDays?: number | undefined;
   /** the outbound policy's send, for events to the user's endpoints (unset: none are sent) */
   outbound?: OutboundSend;
+  /** renders the calls' spoken prompts before they are dispatched (src/speech/spoken.ts) */
+  spoken?: SpokenPrompts;
   /** personal prompts go this long after their call ended (src/privacy/retention.ts) */
   prompts?: { graceMs: number; removeFiles: PromptStore['removeFiles'] };
 }
@@ -129,9 +132,22 @@ export function startWorkers(deps: WorkerDeps): Workers {
   };
 
   const onRecorded = callDispatchHook(deps.calls);
+  /** A failure is logged: the call still goes, and GET /prompts/{id} renders what is missing. */
+  const renderSpoken = async (spoken: SpokenPrompts) => {
+    try {
+      await spoken.renderPending();
+    } catch (err) {
+      logger.warn(
+        { err: { message: err instanceof Error ? err.message : String(err) } },
+        'spoken prompts not rendered before dispatch; they render when fetched',
+      );
+    }
+  };
   /** One round; true when it found a full batch (so more is probably waiting). */
   const dispatchRound = async (): Promise<boolean> => {
     if (!(await isLeader())) return false;
+    // the calls' spoken prompts first, so the provider finds them rendered (src/speech/spoken.ts)
+    if (deps.spoken) await renderSpoken(deps.spoken);
     const result = await dispatchOnce(
       {
         db: deps.database.db,
@@ -249,3 +265,4 @@ export function startWorkers(deps: WorkerDeps): Workers {
     },
   };
 }
+

@@ -2,6 +2,7 @@
 import type { Clock } from '../clock.ts';
 import type { Db } from '../db/client.ts';
 import type { TokenSecret } from '../flows/index.ts';
+import type { SpokenPrompts } from '../speech/spoken.ts';
 import type { FlowRegistry } from './registry.ts';
 
 export interface RuntimeDeps {
@@ -29,4 +30,6 @@ export interface StartDeps extends RuntimeDeps {
   signingSecret: TokenSecret;
   /** where the provider posts key webhooks: `${PUBLIC_URL}/hooks/speechcall` */
   hookUrl: string;
+  /** `say:` prompts' URLs and rows (src/speech/spoken.ts); unset: a flow may not speak */
+  spoken?: SpokenPrompts;
 }

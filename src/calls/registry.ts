@@ -29,7 +29,14 @@ export interface FlowRegistry {
   machineFor(compiled: CompiledFlow): FlowMachine;
 }
 
-export function createFlowRegistry(dir: string, opts: CompileOptions = {}): FlowRegistry {
+export function createFlowRegistry(
+  dir: string,
+  opts: CompileOptions = {},
+  hooks: {
+    /** told of each flow compiled (at start and after a file changed): its prompts render */
+    onCompiled?: (compiled: CompiledFlow) => void;
+  } = {},
+): FlowRegistry {
   const cache = new Map<string, { mtimeMs: number; flow: LoadedFlow }>();
   const machines = new Map<string, FlowMachine>();
 
@@ -54,6 +61,7 @@ export function createFlowRegistry(dir: string, opts: CompileOptions = {}): Flow
     if (hit && hit.mtimeMs === mtimeMs) return hit.flow;
     const flow = await loadFlowFile(path, opts);
     cache.set(path, { mtimeMs, flow });
+    if (flow.compiled) hooks.onCompiled?.(flow.compiled);
     return flow;
   }
 

@@ -15,6 +15,7 @@ import {
 import { uuidv7 } from '../ids.ts';
 import { prepareMessages } from '../messages/submit.ts';
 import { parseSpeechMenuFast } from '../provider/menu.ts';
+import type { PlannedPrompt } from '../speech/spoken.ts';
 import type { StartDeps } from './deps.ts';
 
 export type Rejection = { code: ErrorCode; message: string; details: ErrorDetail[] };
@@ -96,12 +97,31 @@ export function prepareCall(
     };
   }
   const id = uuidv7(now.getTime());
-  const menu = renderMenu(compiled, {
-    vars: vars.vars,
-    lang,
-    hookUrl: deps.hookUrl,
-    tokenFor: nodeTokenSigner(id, deps.signingSecret),
-  });
+  // `say:` prompts: their URLs now, their audio just before the call is dispatched
+  const spoken: PlannedPrompt[] = [];
+  const say = deps.spoken;
+  let menu: ReturnType<typeof renderMenu>;
+  try {
+    menu = renderMenu(compiled, {
+      vars: vars.vars,
+      lang,
+      hookUrl: deps.hookUrl,
+      tokenFor: nodeTokenSigner(id, deps.signingSecret),
+      ...(say && {
+        say: (prompt) => {
+          const planned = say.plan(prompt, lang, vars.vars);
+          // a prompt without params is the flow's, stored when it loaded
+          if (prompt.say.includes('{{')) spoken.push(planned);
+          return planned.url;
+        },
+      }),
+    });
+  } catch (err) {
+    // a prompt with nothing left to say once the vars are filled in
+    if (!(err instanceof AppError)) throw err;
+    const details = err.details.map((d) => ({ ...d, path: at(d.path) }));
+    return { error: { code: err.code, message: err.message, details } };
+  }
   const customerMessageId = `call:${id}`;
   // the provider models check the number, the sender and the rendered menu
   const { results, prepared } = prepareCallMessage(
@@ -132,6 +152,8 @@ export function prepareCall(
       // the stored form: xstate's snapshot object is several times its size
       snapshot: persistFlowSnapshot(started.snapshot),
       effects: started.effects,
+      // the call's own spoken prompts (with its details), stored with it
+      prompts: say && spoken.length > 0 ? say.rowsFor(spoken, id, now) : [],
     },
   };
 }

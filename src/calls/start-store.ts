@@ -9,6 +9,7 @@ import { subscriptionsOf } from '../events/subscriptions.ts';
 import type { EventData } from '../events/types.ts';
 import type { CompiledFlow } from '../flows/index.ts';
 import { storeMessages } from '../messages/submit.ts';
+import { storeCompositions } from '../speech/spoken.ts';
 import { runStartEffects } from './apply.ts';
 import type { StartDeps } from './deps.ts';
 import type { PreparedCall } from './start-prepare.ts';
@@ -83,6 +84,8 @@ export async function storeCalls(
     updatedAt: now,
   }));
   for (let i = 0; i < rows.length; i += 500) await tx.insert(calls).values(rows.slice(i, i + 500));
+  const prompts = items.flatMap((i) => i.p.prompts);
+  if (prompts.length > 0) await storeCompositions(tx, prompts);
   if (subs.wants('call.started')) await recordEvents(tx, rows.map(startedEvent));
   // a new call's only effects are timers: written in bulk; anything else goes the long way
   const timers: (typeof callTimers.$inferInsert)[] = [];

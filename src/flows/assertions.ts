@@ -35,6 +35,7 @@ import {
   type CompiledNode,
   entryFor,
   type MenuInput,
+  promptLabel,
   SILENCE,
   unhandledKeys,
 } from './unroll.ts';
@@ -529,7 +530,9 @@ function checkDuration(
   const noTimeout = new Set<string>();
   graph.nodes.forEach((node, n) => {
     let prompt = 0;
-    for (const [lang, text] of Object.entries(node.intro)) {
+    for (const [lang, source] of Object.entries(node.intro)) {
+      // a spoken prompt is named `say: <text>`, as promptLengths lists it
+      const text = promptLabel(source);
       const ms = lengthOf({ prompt: text, lang, node: node.id });
       if (ms === undefined) {
         if (!unknownPrompts.has(text)) unknownPrompts.set(text, node.id);
@@ -553,7 +556,9 @@ function checkDuration(
       `menu ${menu} has no timeout and the provider documents no default wait for a key: give the menu a timeout, or state the wait to assume as assert.defaultTimeout`,
     );
   }
-  const declared = new Set(graph.nodes.flatMap((node) => Object.values(node.intro)));
+  const declared = new Set(
+    graph.nodes.flatMap((node) => Object.values(node.intro).map(promptLabel)),
+  );
   for (const prompt of Object.keys(assert.promptLengths ?? {})) {
     if (!declared.has(prompt)) {
       fail(

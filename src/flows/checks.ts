@@ -16,8 +16,11 @@ import {
   type FlowDefinition,
   type Localized,
   type ParamSpec,
+  type Prompt,
+  type PromptValue,
   parseDuration,
   type ReactionAction,
+  type SayPrompt,
 } from './schema.ts';
 import { malformedTemplate, templateNames, walkStrings } from './template.ts';
 import { unroll } from './unroll.ts';
@@ -55,6 +58,8 @@ export const FLOW_RULES = [
   'ASSERT_PATH',
   'ASSERT_REACHABLE',
   'ASSERT_UNREACHABLE',
+  'TEXT_TOO_LONG',
+  'NO_VOICE',
 ] as const satisfies readonly DetailCode[];
 export type FlowRule = (typeof FLOW_RULES)[number];
 
@@ -74,6 +79,20 @@ export interface CheckOptions {
   maxVisits?: number;
   /** Leave the unrolled size to the caller (the compiler counts while it unrolls). */
   skipMenuLimit?: boolean;
+  /**
+   * What the speech engine can say (src/speech/engine.ts): `say:` prompts are checked against
+   * its longest text and its languages. Unset: only the flow's own rules apply.
+   */
+  speech?: SpeechCapabilities;
+}
+
+/** What a speech engine can say, for the checks of `say:` prompts. */
+export interface SpeechCapabilities {
+  /** the engine's name, for messages */
+  engine: string;
+  maxTextLength: number;
+  /** languages it speaks, lower case (`en`, `en-us`, `uk`) */
+  languages: readonly string[];
 }
 
 export const DEFAULT_MAX_MENUS = 200;
@@ -141,6 +160,7 @@ export function checkFlow(flow: FlowDefinition, opts: CheckOptions = {}): FlowCh
   checkTemplates(flow, error, warn);
   checkParams(flow, error);
   checkSends(flow, error);
+  if (opts.speech) checkSpeech(flow, opts.speech, error);
 
   if (!opts.skipMenuLimit && !issues.some((i) => i.severity === 'error')) {
     const maxMenus = opts.maxMenus ?? DEFAULT_MAX_MENUS;
@@ -242,13 +262,60 @@ function checkDurations(flow: FlowDefinition, error: Report): void {
   }
 }
 
-/** Every localizable value of a flow, with its path. */
-function localizedValues(flow: FlowDefinition): Array<{ path: IssuePath; value: Localized }> {
-  const out: Array<{ path: IssuePath; value: Localized }> = [];
+/** Every prompt of a flow (intro and reprompt of each menu), with its path. */
+function prompts(flow: FlowDefinition): Array<{ path: IssuePath; value: Prompt }> {
+  const out: Array<{ path: IssuePath; value: Prompt }> = [];
   for (const [name, menu] of Object.entries(flow.menus)) {
     out.push({ path: ['menus', name, 'intro'], value: menu.intro });
     if (menu.reprompt !== undefined)
       out.push({ path: ['menus', name, 'reprompt'], value: menu.reprompt });
+  }
+  return out;
+}
+
+/**
+ * Every `say:` of a flow with its path and the languages it is spoken in: a per-language
+ * map's entries each speak their own language, a shared one every language of the flow.
+ */
+export function spokenPrompts(
+  flow: FlowDefinition,
+): Array<{ path: IssuePath; prompt: SayPrompt; languages: string[] }> {
+  const languages = flowLanguages(flow);
+  const out: Array<{ path: IssuePath; prompt: SayPrompt; languages: string[] }> = [];
+  for (const { path, value } of prompts(flow)) {
+    if (typeof value === 'string') continue;
+    if ('say' in value && !isPromptMap(value)) {
+      out.push({ path, prompt: value as SayPrompt, languages });
+      continue;
+    }
+    for (const [lang, v] of Object.entries(value as Record<string, PromptValue>)) {
+      if (typeof v !== 'string') out.push({ path: [...path, lang], prompt: v, languages: [lang] });
+    }
+  }
+  return out;
+}
+
+/** A per-language map of prompts (not one `{ say }` prompt). */
+function isPromptMap(value: Exclude<Prompt, string>): value is Record<string, PromptValue> {
+  return !('say' in value && (typeof value.say === 'string' || typeof value.say === 'object'));
+}
+
+/** Every localizable value of a flow, with its path. */
+function localizedValues(flow: FlowDefinition): Array<{ path: IssuePath; value: Localized }> {
+  const out: Array<{ path: IssuePath; value: Localized }> = [];
+  for (const { path, value } of prompts(flow)) {
+    if (typeof value === 'string') continue;
+    if (!isPromptMap(value)) {
+      out.push({ path: [...path, 'say'], value: (value as SayPrompt).say });
+      continue;
+    }
+    // the map's languages, whatever each entry is
+    out.push({ path, value: Object.fromEntries(Object.keys(value).map((k) => [k, k])) });
+    for (const [lang, v] of Object.entries(value)) {
+      if (typeof v !== 'string' && typeof v.say !== 'string') {
+        out.push({ path: [...path, lang, 'say'], value: v.say });
+      }
+    }
   }
   for (const { path, action } of allActions(flow)) {
     if (typeof action !== 'object' || !('send' in action)) continue;
@@ -264,6 +331,42 @@ function localizedValues(flow: FlowDefinition): Array<{ path: IssuePath; value: 
     }
   }
   return out;
+}
+
+/**
+ * `say:` prompts against the speech engine: each language spoken has a voice, and the text
+ * (its words as written; a filled-in `{{param}}` can only add to it) fits in one request.
+ */
+function checkSpeech(flow: FlowDefinition, speech: SpeechCapabilities, error: Report): void {
+  const spoken = new Set(speech.languages);
+  const hasVoice = (lang: string) => {
+    const wanted = lang.toLowerCase();
+    return spoken.has(wanted) || spoken.has(wanted.split('-')[0]!);
+  };
+  const noVoice = new Set<string>();
+  for (const { path, prompt, languages } of spokenPrompts(flow)) {
+    for (const lang of languages) {
+      const text = typeof prompt.say === 'string' ? prompt.say : prompt.say[lang];
+      if (text === undefined) continue;
+      const at = typeof prompt.say === 'string' ? [...path, 'say'] : [...path, 'say', lang];
+      if (!hasVoice(lang) && !noVoice.has(`${path.join('.')}:${lang}`)) {
+        noVoice.add(`${path.join('.')}:${lang}`);
+        error(
+          'NO_VOICE',
+          at,
+          `the speech engine (${speech.engine}) has no voice for language "${lang}"`,
+        );
+      }
+      const written = [...text.replace(/\{\{[^}]*\}\}/g, '').trim()].length;
+      if (written > speech.maxTextLength) {
+        error(
+          'TEXT_TOO_LONG',
+          at,
+          `the text is ${written} characters long before its params are filled in; ${speech.engine} speaks at most ${speech.maxTextLength} at once: split it over menus`,
+        );
+      }
+    }
+  }
 }
 
 function checkLanguages(flow: FlowDefinition, error: Report): void {

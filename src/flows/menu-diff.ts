@@ -9,7 +9,7 @@
  * changes.changed[0] // { node: 'main', keys: { '2': { from: [...], to: [...] } } }
  */
 import type { CompiledFlow, CompiledParam } from './compile.ts';
-import type { CompiledAction, CompiledNode } from './unroll.ts';
+import { type CompiledAction, type CompiledNode, promptLabel } from './unroll.ts';
 
 /** One value before and after (null where that side has none). */
 export interface Change<T> {
@@ -86,9 +86,13 @@ const keyOrder = (names: string[]) =>
     return (i < 0 ? KEY_ORDER.length : i) - (j < 0 ? KEY_ORDER.length : j) || (x < y ? -1 : 1);
   });
 
+/** A node's prompts as people read them (`say: <text>` for a spoken one). */
+const labels = (intro: CompiledNode['intro']) =>
+  Object.fromEntries(Object.entries(intro).map(([lang, p]) => [lang, promptLabel(p)]));
+
 function nodeChange(a: CompiledNode, b: CompiledNode): NodeChange | undefined {
   const change: NodeChange = { node: b.id, menu: b.menu };
-  const intro = changedEntries(a.intro, b.intro);
+  const intro = changedEntries(labels(a.intro), labels(b.intro));
   if (intro) change.intro = intro;
   if ((a.timeoutMs ?? null) !== (b.timeoutMs ?? null))
     change.timeoutMs = { from: a.timeoutMs ?? null, to: b.timeoutMs ?? null };

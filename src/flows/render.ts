@@ -25,7 +25,9 @@ import {
   type CompiledNode,
   type MenuInput,
   type NodeKey,
+  promptLabel,
   SILENCE,
+  type SpokenPrompt,
 } from './unroll.ts';
 
 /** Stands in for the hook URL in `menuTemplate` (`.invalid` can never resolve, RFC 2606). */
@@ -39,6 +41,11 @@ export function dtmfName(key: NodeKey): string {
 export interface BuildMenuOptions {
   lang: string;
   render: (text: string) => string;
+  /**
+   * The URL a `say:` prompt is served at (src/speech/prompts.ts), its templates still in it.
+   * Unset: the prompt as people read it (`say: <text>`), as the compiled template shows it.
+   */
+  say?: (prompt: SpokenPrompt) => string;
   hookUrl: string;
   hookHeaders?: Record<string, string>;
   tokenFor: (node: string, input: MenuInput) => string;
@@ -117,8 +124,14 @@ export function buildMenu(nodes: readonly CompiledNode[], opts: BuildMenuOptions
     }
     // so the provider runs `wrong` on silence alone
     dtmfActions.wrong = [tracking(node.id, SILENCE), ...wrong];
+    const intro = node.intro[opts.lang] ?? Object.values(node.intro)[0]!;
     return {
-      introUrl: opts.render(node.intro[opts.lang] ?? Object.values(node.intro)[0]!),
+      introUrl:
+        typeof intro === 'string'
+          ? opts.render(intro)
+          : opts.say
+            ? opts.say(intro)
+            : promptLabel(intro),
       ...(node.timeoutMs !== undefined ? { idleTimeoutMsec: node.timeoutMs } : {}),
       dtmfActions,
     };
@@ -166,6 +179,8 @@ export interface RenderMenuOptions {
   hookHeaders?: Record<string, string>;
   /** The signed token for one (node, input) of this call; see `signNodeToken`. */
   tokenFor: (node: string, input: MenuInput) => string;
+  /** The URL of a `say:` prompt for this call (see `BuildMenuOptions.say`). */
+  say?: (prompt: SpokenPrompt) => string;
 }
 
 /**
@@ -187,6 +202,7 @@ export function renderMenu(compiled: CompiledFlow, opts: RenderMenuOptions): Spe
     hookUrl: opts.hookUrl,
     ...(opts.hookHeaders ? { hookHeaders: opts.hookHeaders } : {}),
     tokenFor: opts.tokenFor,
+    ...(opts.say ? { say: opts.say } : {}),
   });
 }
 

@@ -96,10 +96,45 @@ export const Localized = z
   });
 export type Localized = z.infer<typeof Localized>;
 
-export const Prompt = Localized.meta({
+/** The slowest and fastest `rate` a `say:` prompt may ask for (src/speech/engine.ts agrees). */
+export const SAY_RATE_MIN = 0.5;
+export const SAY_RATE_MAX = 2;
+
+/**
+ * A prompt written as text: Switchboard renders it to audio (docs/speech.md) and the menu
+ * plays the URL it serves. `{{param}}` templates are filled in per call.
+ */
+export const SayPrompt = z
+  .strictObject({
+    say: Localized.meta({
+      description:
+        'What the call says: one text, or one per language. `{{param}}` templates are filled in per call.',
+    }),
+    voice: z
+      .string()
+      .regex(/^[A-Za-z0-9_+-]{1,64}$/, 'a voice is a name of letters, digits, _, + or -')
+      .optional()
+      .meta({ description: "The engine's voice; unset: the language's default voice." }),
+    rate: z
+      .number()
+      .min(SAY_RATE_MIN)
+      .max(SAY_RATE_MAX)
+      .optional()
+      .meta({
+        description: `Speed relative to normal, ${SAY_RATE_MIN} to ${SAY_RATE_MAX}; unset: 1.`,
+      }),
+  })
+  .meta({ id: 'SayPrompt', description: 'A prompt spoken from text.' });
+export type SayPrompt = z.infer<typeof SayPrompt>;
+
+/** One language's prompt: an audio URL, a provider audio id, or text to speak. */
+const PromptValue = z.union([z.string().min(1), SayPrompt]);
+export type PromptValue = z.infer<typeof PromptValue>;
+
+export const Prompt = z.union([PromptValue, z.record(PromptLanguage, PromptValue)]).meta({
   id: 'Prompt',
   description:
-    'Audio URL or provider identifier, the same for every language or one per language. `{{param}}` templates allowed.',
+    'Audio URL, provider audio id, or `{ say: text }`: the same for every language, or one per language. `{{param}}` templates allowed.',
 });
 export type Prompt = z.infer<typeof Prompt>;
 
@@ -356,7 +391,7 @@ export const FlowAssertions = z
     }),
     promptLengths: z.record(z.string().min(1), Duration).optional().meta({
       description:
-        'The declared length of each prompt, keyed by the prompt as written in intro or reprompt (an audio URL or a provider id).',
+        'The declared length of each prompt, keyed by the prompt as written in intro or reprompt (an audio URL or a provider id; a spoken one as `say: <text>`).',
     }),
     defaultPromptLength: Duration.optional().meta({
       description: 'How long a prompt missing from promptLengths plays.',

@@ -28,6 +28,8 @@ import {
   type FlowDefinition,
   type FlowKey,
   type Localized,
+  type Prompt,
+  type PromptValue,
   parseDuration,
   type SendMessage,
 } from './schema.ts';
@@ -93,7 +95,7 @@ export interface CompiledNode {
   /** Attempt, from 0: how many wrong keys or silences in a row led here. */
   attempt: number;
   /** Intro per language (reprompt on a retry), templates not yet rendered. */
-  intro: Record<string, string>;
+  intro: Record<string, PromptSource>;
   timeoutMs?: number;
   /** Actions per key; `wrong` is always present, and every list ends in a goto or hangup. */
   keys: Partial<Record<NodeKey, CompiledAction[]>>;
@@ -157,6 +159,56 @@ export function compileEffect(action: Exclude<Action, { goto: string }>): Compil
   };
 }
 
+/**
+ * One language's prompt as compiled: an audio URL or provider id as written, or text to
+ * speak (`say` already picked for the language).
+ */
+export type PromptSource = string | SpokenPrompt;
+
+/** A `say:` prompt for one language. */
+export interface SpokenPrompt {
+  say: string;
+  voice?: string;
+  rate?: number;
+}
+
+/**
+ * A prompt as people read it and as keys name it (assert.promptLengths, version diffs): an
+ * audio URL or id as written, a spoken one as `say: <text>`.
+ *
+ * @example
+ * promptLabel({ say: 'Hello {{name}}' }) // 'say: Hello {{name}}'
+ */
+export function promptLabel(prompt: PromptSource): string {
+  return typeof prompt === 'string' ? prompt : `say: ${prompt.say}`;
+}
+
+/** The prompt of each of the flow's languages (a `say:` map picks its language too). */
+export function localizePrompt(
+  value: Prompt,
+  languages: readonly string[],
+): Record<string, PromptSource> {
+  const pick = (v: PromptValue, lang: string): PromptSource => {
+    if (typeof v === 'string') return v;
+    const spoken: SpokenPrompt = {
+      say: typeof v.say === 'string' ? v.say : (v.say[lang] ?? v.say[languages[0]!] ?? ''),
+    };
+    if (v.voice !== undefined) spoken.voice = v.voice;
+    if (v.rate !== undefined) spoken.rate = v.rate;
+    return spoken;
+  };
+  const out: Record<string, PromptSource> = {};
+  for (const lang of languages) {
+    if (typeof value === 'string' || 'say' in value) {
+      out[lang] = pick(value as PromptValue, lang);
+    } else {
+      const v = value[lang] ?? value[languages[0]!];
+      out[lang] = v === undefined ? '' : pick(v, lang);
+    }
+  }
+  return out;
+}
+
 /** A prompt for each of the flow's languages. */
 export function localize(value: Localized, languages: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
@@ -195,7 +247,7 @@ export function unroll(
         menu,
         visit,
         attempt,
-        intro: localize(prompt, languages),
+        intro: localizePrompt(prompt, languages),
         ...(m.timeout !== undefined ? { timeoutMs: parseDuration(m.timeout) } : {}),
         keys: {},
       };

@@ -54,7 +54,7 @@ export const RemovedCounts = z
       "events for your endpoints about the number's calls and messages, or mentioning it anywhere in their data, with their deliveries and attempts",
     ),
     prompts: count(
-      'spoken prompts rendered for the calls to the number (their audio too, unless a prompt for someone else has the same words)',
+      'spoken prompts of the calls to the number and the pieces of audio rendered for them (their audio too, unless a prompt for someone else has the same words)',
     ),
     sandbox: count(
       'records the built-in provider sandbox forgot: its messages, calls, callbacks, incoming messages, scripts and bot users that mention the number (0 against the real provider)',
@@ -435,6 +435,13 @@ const callPrompts: ErasureStep = {
   async run(tx, s) {
     if (s.callIds.length === 0) return {};
     // one row per use removed (audio null), then one per audio removed with it
+    // the calls' spoken prompts (their texts hold the person's details), then their pieces
+    const compositions = (
+      await rows<{ id: number }>(
+        tx,
+        sql`delete from prompt_compositions where call_id in ${idList(s.callIds, 'uuid')} returning id`,
+      )
+    ).length;
     const gone = await rows<{ content_hash: string | null; ext: string; in_file: boolean }>(
       tx,
       sql`with uses as (
@@ -454,7 +461,7 @@ const callPrompts: ErasureStep = {
     s.promptFiles = gone.flatMap((g) =>
       g.content_hash !== null && g.in_file ? [{ contentHash: g.content_hash, ext: g.ext }] : [],
     );
-    return { prompts: gone.filter((g) => g.content_hash === null).length };
+    return { prompts: compositions + gone.filter((g) => g.content_hash === null).length };
   },
 };
 

@@ -299,6 +299,8 @@ export async function runRetention(
 export interface PromptRemoval {
   /** personal prompt uses removed: their call ended a grace period ago, or they expired */
   uses: number;
+  /** calls' spoken prompts removed, by the same rule (src/speech/spoken.ts) */
+  compositions: number;
   /** audio rows no use refers to any more, unused for the grace period */
   audio: number;
   /** of that audio, the files in PROMPTS_DIR (to remove after this) */
@@ -341,6 +343,19 @@ export async function removeEndedPrompts(
         order by u.id limit ${batchSize} for update skip locked)
       returning id`),
   );
+  // a call's spoken prompts (src/speech/spoken.ts) go with its uses, by the same rule
+  const compositions = count(
+    await db.execute(sql`
+      delete from prompt_compositions where id in (
+        select p.id from prompt_compositions p
+        where p.call_id is not null and (
+          exists (select 1 from calls c where c.id = p.call_id
+            and c.ended_at < ${cutoff}::timestamptz)
+          or (p.created_at < ${cutoff}::timestamptz
+            and not exists (select 1 from calls c where c.id = p.call_id)))
+        order by p.id limit ${batchSize} for update skip locked)
+      returning id`),
+  );
   const audio = rowsOf<{ content_hash: string; ext: string; in_file: boolean }>(
     await db.execute(sql`
       delete from prompt_audio where content_hash in (
@@ -352,8 +367,9 @@ export async function removeEndedPrompts(
   );
   return {
     uses,
+    compositions,
     audio: audio.length,
     files: audio.filter((a) => a.in_file).map((a) => ({ contentHash: a.content_hash, ext: a.ext })),
-    more: uses === batchSize || audio.length === batchSize,
+    more: uses === batchSize || compositions === batchSize || audio.length === batchSize,
   };
 }

@@ -82,9 +82,17 @@ export function encodeWav(samples: Int16Array, sampleRate: number): Uint8Array {
   view.setUint16(34, 16, true); // bits per sample
   ascii(36, 'data');
   view.setUint32(40, dataBytes, true);
-  for (let i = 0; i < samples.length; i++) view.setInt16(44 + i * 2, samples[i]!, true);
+  if (LITTLE_ENDIAN) {
+    // the samples' bytes are already in file order: one block copy
+    out.set(new Uint8Array(samples.buffer, samples.byteOffset, dataBytes), 44);
+  } else {
+    for (let i = 0; i < samples.length; i++) view.setInt16(44 + i * 2, samples[i]!, true);
+  }
   return out;
 }
+
+/** Whether typed arrays on this host store numbers little-endian, as WAV does. */
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /**
  * Reads a WAV file into mono 16-bit samples: PCM of 8, 16, 24 or 32 bits or 32-bit float,
@@ -204,13 +212,20 @@ function kernel(): Float64Array {
 }
 
 /**
+ * The reference resampler, kept to check `resampleSpeech` against: it evaluates the kernel
+ * afresh for every tap of every output sample, which is simple and slow.
+ *
  * Resamples mono 16-bit audio by band-limited interpolation: each output sample is the input
  * convolved with a windowed sinc whose cutoff is the lower of the two Nyquist frequencies
  * (less 5% for the filter's transition band). Going down, that is the anti-aliasing
  * low-pass; going up, it interpolates without images. Weights are normalised per sample,
  * so a constant stays constant and the edges do not dip.
  */
-export function resampleSpeech(samples: Int16Array, fromRate: number, toRate: number): Int16Array {
+export function resampleSpeechPlain(
+  samples: Int16Array,
+  fromRate: number,
+  toRate: number,
+): Int16Array {
   if (fromRate === toRate) return samples.slice();
   if (!(fromRate > 0 && toRate > 0)) throw new RangeError('sample rates must be positive');
   const table = kernel();
@@ -238,6 +253,359 @@ export function resampleSpeech(samples: Int16Array, fromRate: number, toRate: nu
     out[n] = weights > 0 ? toInt16(sum / weights) : 0;
   }
   return out;
+}
+
+/**
+ * Resamples as `resampleSpeechPlain` does (same kernel, cutoff, length and edge handling), but
+ * polyphase: when toRate/fromRate reduces to L/M with at most MAX_PHASES phases, output sample
+ * n sits at input position n*M/L, whose fraction is one of L values, so each phase's weights
+ * are computed once and every output sample is one dot product. Other rate pairs (non-integer,
+ * or as coprime as 22050 to 7999) take the plain path. Results agree with the plain path to
+ * within 1 LSB (only the rounding of floating-point sums can differ).
+ */
+export function resampleSpeech(samples: Int16Array, fromRate: number, toRate: number): Int16Array {
+  if (fromRate === toRate) return samples.slice();
+  if (!(fromRate > 0 && toRate > 0)) throw new RangeError('sample rates must be positive');
+  const bank = polyphase(fromRate, toRate);
+  if (!bank) return resampleSpeechPlain(samples, fromRate, toRate);
+  const { phases, step, first, taps, raw, normalised } = bank;
+  const length = samples.length;
+  const outLength = Math.max(0, Math.round(length / (fromRate / toRate)));
+  const out = new Int16Array(outLength);
+  const whole = Math.floor(step / phases);
+  const rest = step % phases;
+  let base = 0; // floor(n * step / phases), kept exact in integers
+  let phase = 0; // (n * step) mod phases
+  for (let n = 0; n < outLength; n++) {
+    const start = base + first;
+    const row = phase * taps;
+    if (start >= 0 && start + taps <= length) {
+      // two running sums: they let the adds overlap (about 10% faster than one)
+      let a = 0;
+      let b = 0;
+      let j = 0;
+      for (; j + 1 < taps; j += 2) {
+        a += samples[start + j]! * normalised[row + j]!;
+        b += samples[start + j + 1]! * normalised[row + j + 1]!;
+      }
+      if (j < taps) a += samples[start + j]! * normalised[row + j]!;
+      out[n] = toInt16(a + b);
+    } else {
+      // near an edge: only the taps that fall on samples count, normalised by their own sum
+      const lo = Math.max(0, -start);
+      const hi = Math.min(taps, length - start);
+      let sum = 0;
+      let weights = 0;
+      for (let j = lo; j < hi; j++) {
+        const w = raw[row + j]!;
+        sum += samples[start + j]! * w;
+        weights += w;
+      }
+      out[n] = weights > 0 ? toInt16(sum / weights) : 0;
+    }
+    base += whole;
+    phase += rest;
+    if (phase >= phases) {
+      phase -= phases;
+      base++;
+    }
+  }
+  return out;
+}
+
+/** More phases than this and the weight table outgrows its use (160 phases: ~120 KB). */
+const MAX_PHASES = 1024;
+
+interface Polyphase {
+  /** L: output samples per period */
+  phases: number;
+  /** M: input samples per period */
+  step: number;
+  /** tap 0's input index relative to floor(output position) */
+  first: number;
+  /** weights per phase, zero where a phase's reach ends sooner */
+  taps: number;
+  /** phases * taps kernel values */
+  raw: Float64Array;
+  /** the same, each phase divided by its sum (for output samples clear of the edges) */
+  normalised: Float64Array;
+}
+
+// weight banks by "from:to": prompts use a couple of rate pairs, and building a bank costs about
+// as much as resampling a second of audio; cleared when full so odd rates cannot grow it forever
+const polyphaseCache = new Map<string, Polyphase>();
+const POLYPHASE_CACHE_SIZE = 16;
+
+function polyphase(fromRate: number, toRate: number): Polyphase | undefined {
+  if (!Number.isSafeInteger(fromRate) || !Number.isSafeInteger(toRate)) return undefined;
+  const divisor = gcd(fromRate, toRate);
+  const phases = toRate / divisor;
+  const step = fromRate / divisor;
+  if (phases > MAX_PHASES) return undefined;
+  const key = `${fromRate}:${toRate}`;
+  const cached = polyphaseCache.get(key);
+  if (cached) return cached;
+  const table = kernel();
+  const cutoff = Math.min(1, toRate / fromRate) * 0.95; // as resampleSpeechPlain
+  const reach = ZERO_CROSSINGS / cutoff;
+  const first = Math.ceil(-reach);
+  const taps = Math.floor(reach + 1) - first + 1; // offsets first..floor(reach + 1) cover every phase
+  const raw = new Float64Array(phases * taps);
+  const normalised = new Float64Array(phases * taps);
+  for (let p = 0; p < phases; p++) {
+    const frac = p / phases;
+    // the offsets resampleSpeechPlain visits for this fraction
+    const lo = Math.ceil(frac - reach);
+    const hi = Math.floor(frac + reach);
+    let total = 0;
+    for (let j = lo; j <= hi; j++) {
+      const position = Math.abs(frac - j) * cutoff * TABLE_STEPS;
+      const index = Math.floor(position);
+      if (index >= table.length - 1) continue;
+      const w = table[index]! + (table[index + 1]! - table[index]!) * (position - index);
+      raw[p * taps + j - first] = w;
+      total += w;
+    }
+    for (let i = p * taps; i < (p + 1) * taps; i++) normalised[i] = raw[i]! / total;
+  }
+  const bank = { phases, step, first, taps, raw, normalised };
+  if (polyphaseCache.size >= POLYPHASE_CACHE_SIZE) polyphaseCache.clear();
+  polyphaseCache.set(key, bank);
+  return bank;
+}
+
+function gcd(a: number, b: number): number {
+  while (b !== 0) [a, b] = [b, a % b];
+  return a;
+}
+
+/** Below this absolute amplitude (about -50 dBFS) a sample counts as silence. */
+export const SILENCE_THRESHOLD = 100;
+
+/**
+ * Cuts leading and trailing near-silence (|sample| < SILENCE_THRESHOLD), keeping at most
+ * `keepMs` of it at each end, so pieces rendered apart join with a short, natural gap.
+ * All-silent (or empty) input gives an empty array. Always a copy.
+ */
+export function trimSilence(samples: Int16Array, sampleRate: number, keepMs: number): Int16Array {
+  if (!(sampleRate > 0) || !(keepMs >= 0)) {
+    throw new RangeError('the sample rate must be positive and keepMs not negative');
+  }
+  const loud = (s: number) => s >= SILENCE_THRESHOLD || s <= -SILENCE_THRESHOLD;
+  let first = 0;
+  while (first < samples.length && !loud(samples[first]!)) first++;
+  if (first === samples.length) return new Int16Array(0);
+  let last = samples.length - 1;
+  while (!loud(samples[last]!)) last--;
+  const keep = Math.round((keepMs * sampleRate) / 1000);
+  return samples.slice(Math.max(0, first - keep), Math.min(samples.length, last + 1 + keep));
+}
+
+/** Joins encoded pieces of one prompt into one file of `format`; one piece comes back as is. */
+export function joinAudio(format: SpeechAudioFormat, parts: Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  switch (format) {
+    case 'wav8k':
+    case 'wav16k':
+      return joinWav(parts);
+    case 'mp3':
+      return joinMp3(parts);
+  }
+}
+
+const WAV_HEADER_BYTES = 44;
+
+/**
+ * Joins WAVs written by `encodeWav` (canonical 44-byte header, mono 16-bit PCM, one rate): one
+ * header with the summed sizes, then each part's samples in order. Anything else, or parts at
+ * different rates, is a BAD_AUDIO SpeechError.
+ */
+export function joinWav(parts: Uint8Array[]): Uint8Array {
+  if (parts.length === 0) throw new RangeError('there are no parts to join');
+  let rate: number | undefined;
+  parts.forEach((part, i) => {
+    const partRate = canonicalWavRate(part, i);
+    if (rate !== undefined && partRate !== rate) {
+      throw new SpeechError(
+        'BAD_AUDIO',
+        `WAV part ${i} is at ${partRate} Hz, the ones before it at ${rate} Hz`,
+      );
+    }
+    rate = partRate;
+  });
+  const length = joinedWavLength(parts.map((p) => p.length));
+  const out = new Uint8Array(length);
+  out.set(parts[0]!.subarray(0, WAV_HEADER_BYTES));
+  const view = new DataView(out.buffer);
+  view.setUint32(4, length - 8, true);
+  view.setUint32(40, length - WAV_HEADER_BYTES, true);
+  let at = WAV_HEADER_BYTES;
+  for (const part of parts) {
+    out.set(part.subarray(WAV_HEADER_BYTES), at);
+    at += part.length - WAV_HEADER_BYTES;
+  }
+  return out;
+}
+
+/**
+ * The byte length `joinWav` gives for parts of these byte lengths, so a server can send
+ * Content-Length before it joins (or while it streams the parts after one header).
+ */
+export function joinedWavLength(partLengths: number[]): number {
+  if (partLengths.length === 0) throw new RangeError('there are no parts to join');
+  let length = WAV_HEADER_BYTES;
+  for (const n of partLengths) {
+    if (!(Number.isInteger(n) && n >= WAV_HEADER_BYTES)) {
+      throw new RangeError(`a WAV part of ${n} bytes cannot hold a header`);
+    }
+    length += n - WAV_HEADER_BYTES;
+  }
+  // RIFF sizes are 32-bit: the whole file less 8 bytes must fit
+  if (length - 8 > 0xffffffff) throw new SpeechError('BAD_AUDIO', 'the joined WAV is over 4 GB');
+  return length;
+}
+
+/** The sample rate of a WAV laid out exactly as encodeWav writes it, else BAD_AUDIO. */
+function canonicalWavRate(part: Uint8Array, index: number): number {
+  const bad = (why: string) =>
+    new SpeechError('BAD_AUDIO', `WAV part ${index} is not a mono 16-bit PCM WAV: ${why}`);
+  if (part.length < WAV_HEADER_BYTES) throw bad('it is shorter than a header');
+  const view = new DataView(part.buffer, part.byteOffset, part.byteLength);
+  const tag = (at: number) => String.fromCharCode(...part.subarray(at, at + 4));
+  if (tag(0) !== 'RIFF' || tag(8) !== 'WAVE' || tag(12) !== 'fmt ' || tag(36) !== 'data') {
+    throw bad('its header is not the canonical 44 bytes');
+  }
+  const rate = view.getUint32(24, true);
+  if (
+    view.getUint32(16, true) !== 16 ||
+    view.getUint16(20, true) !== 1 ||
+    view.getUint16(22, true) !== 1 ||
+    view.getUint32(28, true) !== rate * 2 ||
+    view.getUint16(32, true) !== 2 ||
+    view.getUint16(34, true) !== 16
+  ) {
+    throw bad('its format is not mono 16-bit PCM');
+  }
+  const dataBytes = part.length - WAV_HEADER_BYTES;
+  if (
+    dataBytes % 2 !== 0 ||
+    view.getUint32(40, true) !== dataBytes ||
+    view.getUint32(4, true) !== dataBytes + 36
+  ) {
+    throw bad('its sizes do not match its length');
+  }
+  return rate;
+}
+
+/**
+ * Joins MP3s: MPEG audio is a run of self-contained frames, so the parts' frames simply follow
+ * one another. An ID3v2 tag at a part's start and an ID3v1 trailer at its end are dropped (they
+ * would sit mid-stream). Each part must then start with a Layer III frame, all of one MPEG
+ * version, sample rate and channel mode, else BAD_AUDIO.
+ */
+export function joinMp3(parts: Uint8Array[]): Uint8Array {
+  if (parts.length === 0) throw new RangeError('there are no parts to join');
+  const bodies: Uint8Array[] = [];
+  let shape: string | undefined;
+  parts.forEach((part, i) => {
+    const body = mp3Frames(part);
+    if (body.length === 0) return;
+    const header = readMp3Header(body, 0);
+    if (!header) throw new SpeechError('BAD_AUDIO', `MP3 part ${i} does not start with a frame`);
+    const partShape = `MPEG ${header.version} at ${header.rate} Hz, channel mode ${header.mode}`;
+    if (shape !== undefined && partShape !== shape) {
+      throw new SpeechError('BAD_AUDIO', `MP3 part ${i} is ${partShape}, the ones before ${shape}`);
+    }
+    shape = partShape;
+    bodies.push(body);
+  });
+  const out = new Uint8Array(bodies.reduce((n, b) => n + b.length, 0));
+  let at = 0;
+  for (const body of bodies) {
+    out.set(body, at);
+    at += body.length;
+  }
+  return out;
+}
+
+/**
+ * Counts the MPEG Layer III frames in an MP3, walking header to header from the start (after
+ * any ID3v2 tag) to the end (before any ID3v1 trailer). A broken header, or a last frame that
+ * runs past the end, is a BAD_AUDIO SpeechError.
+ */
+export function countMp3Frames(bytes: Uint8Array): number {
+  const body = mp3Frames(bytes);
+  let count = 0;
+  let at = 0;
+  while (at < body.length) {
+    const header = readMp3Header(body, at);
+    if (!header) throw new SpeechError('BAD_AUDIO', `no MP3 frame header at byte ${at}`);
+    if (at + header.length > body.length) {
+      throw new SpeechError('BAD_AUDIO', `the MP3 frame at byte ${at} is cut short`);
+    }
+    at += header.length;
+    count++;
+  }
+  return count;
+}
+
+/** The bytes of an MP3 between an ID3v2 tag at its start and an ID3v1 trailer at its end. */
+function mp3Frames(bytes: Uint8Array): Uint8Array {
+  let start = 0;
+  // ID3v2: "ID3", version (2 bytes), flags, size in four 7-bit bytes, not counting the
+  // 10-byte header nor the 10-byte footer that flag 0x10 announces
+  if (
+    bytes.length >= 10 &&
+    bytes[0] === 0x49 &&
+    bytes[1] === 0x44 &&
+    bytes[2] === 0x33 &&
+    (bytes[6]! | bytes[7]! | bytes[8]! | bytes[9]!) < 0x80
+  ) {
+    const size = (bytes[6]! << 21) | (bytes[7]! << 14) | (bytes[8]! << 7) | bytes[9]!;
+    start = Math.min(bytes.length, 10 + size + (bytes[5]! & 0x10 ? 10 : 0));
+  }
+  let end = bytes.length;
+  // ID3v1: the last 128 bytes, starting "TAG"
+  if (
+    end - start >= 128 &&
+    bytes[end - 128] === 0x54 &&
+    bytes[end - 127] === 0x41 &&
+    bytes[end - 126] === 0x47
+  ) {
+    end -= 128;
+  }
+  return bytes.subarray(start, end);
+}
+
+// Layer III bit rates (kbit/s) by index 1..14, for MPEG-1 and for MPEG-2 / 2.5
+const MP3_BITRATES_V1 = [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320];
+const MP3_BITRATES_V2 = [0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160];
+const MP3_RATES: Record<string, number[]> = {
+  '1': [44_100, 48_000, 32_000],
+  '2': [22_050, 24_000, 16_000],
+  '2.5': [11_025, 12_000, 8000],
+};
+
+/** The Layer III frame header at `at`, or undefined if there is none (or free format). */
+function readMp3Header(
+  bytes: Uint8Array,
+  at: number,
+): { version: string; rate: number; mode: number; length: number } | undefined {
+  if (at + 4 > bytes.length) return undefined;
+  const b1 = bytes[at + 1]!;
+  const b2 = bytes[at + 2]!;
+  if (bytes[at] !== 0xff || (b1 & 0xe0) !== 0xe0) return undefined; // frame sync: 11 one bits
+  const version = ['2.5', undefined, '2', '1'][(b1 >> 3) & 3];
+  if (version === undefined || ((b1 >> 1) & 3) !== 1) return undefined; // Layer III only
+  const bitrateIndex = b2 >> 4;
+  const rateIndex = (b2 >> 2) & 3;
+  if (bitrateIndex === 0 || bitrateIndex === 15 || rateIndex === 3) return undefined;
+  const bitrate = (version === '1' ? MP3_BITRATES_V1 : MP3_BITRATES_V2)[bitrateIndex]! * 1000;
+  const rate = MP3_RATES[version]![rateIndex]!;
+  // 1152 samples a frame in MPEG-1, 576 in MPEG-2 and 2.5: bytes = samples / 8 * bitrate / rate
+  const perFrame = version === '1' ? 144 : 72;
+  const length = Math.floor((perFrame * bitrate) / rate) + ((b2 >> 1) & 1);
+  return { version, rate, mode: bytes[at + 3]! >> 6, length };
 }
 
 /** MP3 (MPEG Layer III), mono, constant MP3_BITRATE_KBPS. */

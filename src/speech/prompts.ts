@@ -23,7 +23,7 @@ import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Queryable } from '../db/client.ts';
 import { settings } from '../db/schema/index.ts';
-import { encodeAudio, type SpeechAudioFormat } from './audio.ts';
+import { encodeAudio, type SpeechAudioFormat, trimSilence } from './audio.ts';
 import type { SpeechEngine, SpeechOptions } from './engine.ts';
 import { createEspeakEngine } from './espeak.ts';
 import { createHttpSpeechEngine } from './http-engine.ts';
@@ -33,7 +33,15 @@ import type { PromptStore } from './store.ts';
 /** What to say. */
 export interface PromptRequest extends SpeechOptions {
   text: string;
+  /**
+   * A piece of a joined prompt (compose.ts): its silence is trimmed to PIECE_EDGE_MS at
+   * either end, so joined pieces pause briefly, not for the engine's whole lead-in.
+   */
+  piece?: boolean;
 }
+
+/** The silence a piece keeps at each edge: a short pause where pieces join. */
+export const PIECE_EDGE_MS = 90;
 
 /** Whose prompt it is: a call's (personal data, removed after it) or, with neither, shared. */
 export interface PromptScope {
@@ -46,6 +54,8 @@ export interface PromptScope {
 export interface RenderedPrompt {
   /** the public id (24 characters, base64url) */
   id: string;
+  /** SHA-256 of the audio (hex) */
+  contentHash: string;
   ext: string;
   /** PUBLIC_URL/prompts/{id}.{ext} */
   url: string;
@@ -72,12 +82,14 @@ export function createPromptService(deps: PromptServiceDeps): PromptService {
   const publicIdOf = (contentHash: string) => speechPublicId(deps.secret, contentHash);
   const running = new Map<string, Promise<RenderedPrompt>>();
   const toRendered = (p: {
+    contentHash: string;
     publicId: string;
     ext: string;
     durationMs: number;
     contentType: string;
   }) => ({
     id: p.publicId,
+    contentHash: p.contentHash,
     ext: p.ext,
     url: `${deps.publicUrl}/prompts/${p.publicId}.${p.ext}`,
     durationMs: p.durationMs,
@@ -95,14 +107,17 @@ export function createPromptService(deps: PromptServiceDeps): PromptService {
     if (request.voice !== undefined) options.voice = request.voice;
     if (request.rate !== undefined) options.rate = request.rate;
     const speech = await deps.engine.synthesize(request.text, options);
-    const encoded = encodeAudio(speech.samples, speech.sampleRate, deps.format);
+    const samples = request.piece
+      ? trimSilence(speech.samples, speech.sampleRate, PIECE_EDGE_MS)
+      : speech.samples;
+    const encoded = encodeAudio(samples, speech.sampleRate, deps.format);
     const contentHash = audioContentHash(encoded.body);
     const stored = {
       contentHash,
       publicId: publicIdOf(contentHash),
       ext: encoded.extension,
       contentType: encoded.contentType,
-      durationMs: Math.round((speech.samples.length / speech.sampleRate) * 1000),
+      durationMs: Math.round((samples.length / speech.sampleRate) * 1000),
     };
     await deps.store.save(
       {
@@ -120,7 +135,7 @@ export function createPromptService(deps: PromptServiceDeps): PromptService {
   return {
     render(request, scope = {}) {
       const requestHash = speechRequestHash({
-        engine: deps.engine,
+        engine: request.piece ? pieceEngine(deps.engine) : deps.engine,
         lang: request.lang,
         ...(request.voice !== undefined && { voice: request.voice }),
         ...(request.rate !== undefined && { rate: request.rate }),
@@ -136,6 +151,11 @@ export function createPromptService(deps: PromptServiceDeps): PromptService {
       return started;
     },
   };
+}
+
+/** A piece's audio is trimmed (PIECE_EDGE_MS): another file than the whole text's, another key. */
+export function pieceEngine(engine: { name: string; version: string }) {
+  return { name: engine.name, version: `${engine.version}/piece${PIECE_EDGE_MS}` };
 }
 
 export const PROMPT_SECRET_KEY = 'prompt_secret';

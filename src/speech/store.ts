@@ -16,7 +16,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { and, eq, isNull, sql } from 'drizzle-orm';
+import { and, eq, inArray, isNull, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { promptAudio, promptUses } from '../db/schema/index.ts';
 
@@ -71,6 +71,16 @@ export interface PromptStore {
   save(prompt: PromptToSave, now: Date): Promise<void>;
   /** The audio served under `publicId`, or undefined. `publicId` must have passed `isSpeechPublicId`. */
   read(publicId: string): Promise<PromptFile | undefined>;
+  /**
+   * The audio of these content hashes, in the order given (a hash may repeat); undefined
+   * when any of them is gone.
+   */
+  bodies(contentHashes: readonly string[]): Promise<Uint8Array[] | undefined>;
+  /** Records that calls use audio rendered before (a piece with their details). */
+  addUses(
+    uses: readonly { requestHash: string; callId: string; contentHash: string }[],
+    now: Date,
+  ): Promise<void>;
   /** Removes PROMPTS_DIR files whose rows are gone (nothing to do in the database store). */
   removeFiles(files: readonly PromptFileName[]): Promise<void>;
 }
@@ -232,6 +242,46 @@ export function createPromptStore(db: Db, options: { dir?: string | undefined } 
         return { ...meta, body: new Uint8Array(await readFile(promptFilePath(dir, meta))) };
       } catch {
         return undefined;
+      }
+    },
+
+    async bodies(contentHashes) {
+      const wanted = [...new Set(contentHashes)];
+      if (wanted.length === 0) return [];
+      const rows = await db
+        .select({
+          contentHash: promptAudio.contentHash,
+          ext: promptAudio.ext,
+          body: promptAudio.body,
+        })
+        .from(promptAudio)
+        .where(inArray(promptAudio.contentHash, wanted));
+      const byHash = new Map<string, Uint8Array>();
+      for (const row of rows) {
+        if (row.body) byHash.set(row.contentHash, new Uint8Array(row.body));
+        else if (dir !== undefined) {
+          try {
+            byHash.set(row.contentHash, new Uint8Array(await readFile(promptFilePath(dir, row))));
+          } catch {
+            // the file is gone: the caller renders again
+          }
+        }
+      }
+      const out: Uint8Array[] = [];
+      for (const hash of contentHashes) {
+        const body = byHash.get(hash);
+        if (!body) return undefined;
+        out.push(body);
+      }
+      return out;
+    },
+
+    async addUses(uses, now) {
+      for (let i = 0; i < uses.length; i += 1000) {
+        await db
+          .insert(promptUses)
+          .values(uses.slice(i, i + 1000).map((u) => ({ ...u, createdAt: now })))
+          .onConflictDoNothing();
       }
     },
 

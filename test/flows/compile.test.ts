@@ -6,6 +6,7 @@ import {
   FLOW_KEYS,
   FlowCompileError,
   type FlowDefinition,
+  promptLabel,
   renderMenu,
   renderTemplate,
 } from '../../src/flows/index.ts';
@@ -204,8 +205,9 @@ describe.each(EXAMPLES)('%s compiled', (id) => {
           if (compiled.nodes[i]!.keys[key]) continue;
           expect(item.dtmfActions[`d${key}`]!.slice(1)).toEqual(item.dtmfActions.wrong!.slice(1));
         }
+        const intro = compiled.nodes[i]!.intro[lang]!;
         expect(item.introUrl).toBe(
-          renderTemplate(compiled.nodes[i]!.intro[lang]!, SAMPLE_VARS[id]),
+          typeof intro === 'string' ? renderTemplate(intro, SAMPLE_VARS[id]) : promptLabel(intro),
         );
       });
     }

@@ -1,18 +1,27 @@
 /**
  * The files a provider plays: WAV headers checked byte by byte against the RIFF/WAVE spec,
  * resampling that keeps a tone's pitch and level and keeps what the new rate cannot carry from
- * folding back as noise, and MP3 frames walked header by header.
+ * folding back as noise (the fast polyphase resampler held to the plain one), MP3 frames walked
+ * header by header, silence trimmed, and pieces joined into one WAV or MP3.
  */
 import { describe, expect, test } from 'vitest';
 import {
+  countMp3Frames,
   decodeWav,
   encodeAudio,
   encodeMp3,
   encodeWav,
+  joinAudio,
+  joinedWavLength,
+  joinMp3,
+  joinWav,
   MP3_BITRATE_KBPS,
   MP3_SAMPLE_RATE,
   resampleSpeech,
+  resampleSpeechPlain,
+  SILENCE_THRESHOLD,
   SPEECH_AUDIO_FORMATS,
+  trimSilence,
 } from '../../src/speech/audio.ts';
 
 function tone(hz: number, rate: number, seconds: number, amplitude = 10_000): Int16Array {
@@ -79,6 +88,14 @@ describe('WAV', () => {
   test('samples are little-endian signed 16-bit', () => {
     const body = encodeWav(Int16Array.from([1, -2, 32767, -32768]), 8000);
     expect([...body.subarray(44)]).toEqual([1, 0, 0xfe, 0xff, 0xff, 0x7f, 0x00, 0x80]);
+  });
+
+  test('samples from a view into a larger buffer are written from the view only', () => {
+    const big = Int16Array.from([9, 9, 9, 1, -2, 32767, -32768, 9]);
+    const body = encodeWav(big.subarray(3, 7), 8000);
+    expect(body.length).toBe(44 + 8);
+    expect([...body.subarray(44)]).toEqual([1, 0, 0xfe, 0xff, 0xff, 0x7f, 0x00, 0x80]);
+    expect(new DataView(body.buffer).getUint32(40, true)).toBe(8);
   });
 
   test('reads other WAV shapes: stereo, 8-bit, float, unknown data size', () => {
@@ -161,6 +178,160 @@ describe('resampling', () => {
   });
 });
 
+describe('fast resampling against the plain resampler', () => {
+  // a fixed-seed generator, so a failure can be reproduced
+  let seed = 12_345;
+  const random = () => {
+    seed = (Math.imul(seed, 1_103_515_245) + 12_345) >>> 0;
+    return seed / 2 ** 32;
+  };
+  const inputs: Record<string, Int16Array> = {
+    noise: Int16Array.from({ length: 4000 }, () => Math.round((random() * 2 - 1) * 32_767)),
+    sine: tone(1234, 22_050, 0.2, 20_000),
+    silence: new Int16Array(2000),
+    // full scale at the Nyquist frequency: outputs sit near -0.5, right on a rounding boundary
+    extremes: Int16Array.from({ length: 2000 }, (_, i) => (i % 2 ? 32_767 : -32_768)),
+    ...Object.fromEntries(
+      [0, 1, 2, 3, 4, 5].map((n) => [
+        `length ${n}`,
+        Int16Array.from({ length: n }, (_, i) => 1000 * (i + 1) * (i % 2 ? -1 : 1)),
+      ]),
+    ),
+  };
+  const pairs = [
+    [22_050, 8000],
+    [22_050, 16_000],
+    [16_000, 8000],
+    [8000, 16_000],
+    [44_100, 8000],
+    [22_050, 7999], // coprime: 7999 phases, the plain path
+  ] as const;
+
+  for (const [from, to] of pairs) {
+    test(`${from} Hz to ${to} Hz: within 1 LSB of the plain path, every sample`, () => {
+      for (const [name, input] of Object.entries(inputs)) {
+        const fast = resampleSpeech(input, from, to);
+        const plain = resampleSpeechPlain(input, from, to);
+        expect(fast.length, name).toBe(plain.length);
+        let worst = 0;
+        for (let i = 0; i < fast.length; i++)
+          worst = Math.max(worst, Math.abs(fast[i]! - plain[i]!));
+        // the same weighted terms, summed in another order (and pre-divided away from the
+        // edges): only a result lying within rounding error of .5 can round the other way
+        expect(worst, name).toBeLessThanOrEqual(1);
+      }
+    });
+  }
+
+  test('a constant stays constant to the very edges, at every rate pair', () => {
+    for (const [from, to] of pairs) {
+      for (const length of [1, 7, 300]) {
+        const out = resampleSpeech(new Int16Array(length).fill(-4321), from, to);
+        expect(out.length).toBe(Math.round((length * to) / from));
+        expect([...new Set(out)]).toEqual(out.length ? [-4321] : []);
+      }
+    }
+  });
+
+  test('the same rate is a copy; a bad rate is a RangeError', () => {
+    const input = Int16Array.from([1, 2, 3]);
+    const out = resampleSpeech(input, 8000, 8000);
+    expect(out).toEqual(input);
+    expect(out).not.toBe(input);
+    expect(() => resampleSpeech(input, 0, 8000)).toThrow(RangeError);
+    expect(() => resampleSpeech(input, 8000, -1)).toThrow(RangeError);
+  });
+});
+
+describe('trimming silence', () => {
+  const rate = 8000;
+  /** `lead` silent samples, then the sound, then `trail` silent ones (quiet, not zero). */
+  const padded = (lead: number, sound: number[], trail: number) =>
+    Int16Array.from([
+      ...Array.from({ length: lead }, (_, i) => (i % 2 ? 40 : -40)),
+      ...sound,
+      ...Array.from({ length: trail }, (_, i) => (i % 2 ? 99 : -99)),
+    ]);
+
+  test('keeps keepMs of silence at each end, and the sound with its inner pauses', () => {
+    const sound = [500, 0, 0, 0, -700, 3, 200];
+    // 10 ms at 8 kHz = 80 samples either side
+    const out = trimSilence(padded(1000, sound, 500), rate, 10);
+    expect(out.length).toBe(80 + sound.length + 80);
+    expect([...out.subarray(80, 80 + sound.length)]).toEqual(sound);
+    expect(out.subarray(0, 80).every((s) => Math.abs(s) < SILENCE_THRESHOLD)).toBe(true);
+    expect(out.subarray(80 + sound.length).every((s) => Math.abs(s) < SILENCE_THRESHOLD)).toBe(
+      true,
+    );
+  });
+
+  test('keeps less than keepMs where there is less; keepMs 0 cuts to the sound', () => {
+    expect(trimSilence(padded(5, [1000], 3), rate, 10).length).toBe(5 + 1 + 3);
+    expect([...trimSilence(padded(50, [1000, -2000], 50), rate, 0)]).toEqual([1000, -2000]);
+  });
+
+  test('the threshold: |99| is silence, 100 and -100 are not', () => {
+    expect([...trimSilence(Int16Array.from([99, -99, 100, 0, -100, 99]), rate, 0)]).toEqual([
+      100, 0, -100,
+    ]);
+    expect([...trimSilence(Int16Array.from([-32_768, 0]), rate, 0)]).toEqual([-32_768]);
+  });
+
+  test('all silence, or nothing, gives an empty array; the result is a copy', () => {
+    expect(trimSilence(padded(400, [], 400), rate, 50).length).toBe(0);
+    expect(trimSilence(new Int16Array(0), rate, 50).length).toBe(0);
+    const input = Int16Array.from([1000, 2000]);
+    const out = trimSilence(input, rate, 10);
+    expect(out).toEqual(input);
+    out[0] = 0;
+    expect(input[0]).toBe(1000);
+    expect(() => trimSilence(input, 0, 10)).toThrow(RangeError);
+    expect(() => trimSilence(input, rate, -1)).toThrow(RangeError);
+  });
+});
+
+describe('joining WAV pieces', () => {
+  const a = tone(440, 8000, 0.1);
+  const b = Int16Array.from([1, -2, 3]);
+  const c = tone(660, 8000, 0.05);
+
+  test('one header with the summed sizes, then each piece in order', () => {
+    const parts = [
+      encodeWav(a, 8000),
+      encodeWav(new Int16Array(0), 8000),
+      encodeWav(b, 8000),
+      encodeWav(c, 8000),
+    ];
+    const joined = joinWav(parts);
+    // byte for byte what encoding the whole at once writes, header included
+    expect(
+      Buffer.from(joined).equals(Buffer.from(encodeWav(Int16Array.from([...a, ...b, ...c]), 8000))),
+    ).toBe(true);
+    expect(joinedWavLength(parts.map((p) => p.length))).toBe(joined.length);
+    const back = decodeWav(joined);
+    expect(back.sampleRate).toBe(8000);
+    expect(back.samples.length).toBe(a.length + b.length + c.length);
+  });
+
+  test('pieces at different rates, or not as encodeWav writes them, are BAD_AUDIO', () => {
+    const bad = expect.objectContaining({ reason: 'BAD_AUDIO' });
+    const ok = encodeWav(b, 8000);
+    expect(() => joinWav([ok, encodeWav(b, 16_000)])).toThrow(bad);
+    expect(() =>
+      joinWav([ok, new TextEncoder().encode('not a wav at all, not at all, not at all')]),
+    ).toThrow(bad);
+    expect(() => joinWav([ok, ok.subarray(0, 40)])).toThrow(bad);
+    const stereo = encodeWav(b, 8000);
+    new DataView(stereo.buffer).setUint16(22, 2, true);
+    expect(() => joinWav([ok, stereo])).toThrow(bad);
+    expect(() => joinWav([ok, ok.subarray(0, ok.length - 2)])).toThrow(bad); // sizes now lie
+    const float = encodeWav(b, 8000);
+    new DataView(float.buffer).setUint16(20, 3, true);
+    expect(() => joinWav([float, ok])).toThrow(bad);
+    expect(() => joinWav([])).toThrow(RangeError);
+  });
+});
+
 describe('MP3', () => {
   /** Walks MPEG-2 Layer III frames from the first byte to the last. */
   function frames(body: Uint8Array) {
@@ -211,6 +382,67 @@ describe('MP3', () => {
     expect(empty.length).toBeGreaterThan(0);
     expect(frames(empty).length).toBeGreaterThan(0);
   });
+
+  test('countMp3Frames walks the same frames', () => {
+    const body = encodeMp3(tone(440, 16_000, 1), 16_000);
+    expect(countMp3Frames(body)).toBe(frames(body).length);
+    const bad = expect.objectContaining({ reason: 'BAD_AUDIO' });
+    expect(() => countMp3Frames(body.subarray(0, body.length - 1))).toThrow(bad); // cut short
+    expect(() => countMp3Frames(new TextEncoder().encode('<html>'))).toThrow(bad);
+  });
+
+  /** An ID3v2.4 tag with a footer (flag 0x10), `size` bytes of frames inside. */
+  function id3v2(size: number): Uint8Array {
+    const tag = new Uint8Array(10 + size + 10);
+    tag.set([0x49, 0x44, 0x33, 4, 0, 0x10, 0, 0, size >> 7, size & 0x7f]);
+    tag.fill(0xff, 10, 10 + size); // looks like frame sync: must not be taken for audio
+    tag.set([0x33, 0x44, 0x49, 4, 0, 0x10, 0, 0, size >> 7, size & 0x7f], 10 + size);
+    return tag;
+  }
+  /** A 128-byte ID3v1 trailer. */
+  const id3v1 = () => {
+    const tag = new Uint8Array(128).fill(0xff);
+    tag.set([0x54, 0x41, 0x47]);
+    return tag;
+  };
+  const concat = (...arrays: Uint8Array[]) => Uint8Array.from(arrays.flatMap((a) => [...a]));
+
+  test('joined MP3 pieces walk frame by frame, as many frames as the pieces had', () => {
+    const parts = [0.4, 1, 0.1].map((s, i) => encodeMp3(tone(300 + 200 * i, 16_000, s), 16_000));
+    const joined = joinMp3(parts);
+    expect(frames(joined).length).toBe(parts.reduce((n, p) => n + frames(p).length, 0));
+    expect(joined.length).toBe(parts.reduce((n, p) => n + p.length, 0));
+    expect(countMp3Frames(joined)).toBe(frames(joined).length);
+  });
+
+  test('ID3v2 tags at the start and ID3v1 trailers at the end of pieces are dropped', () => {
+    const a = encodeMp3(tone(440, 16_000, 0.3), 16_000);
+    const b = encodeMp3(tone(660, 16_000, 0.2), 16_000);
+    const tagged = joinMp3([concat(id3v2(300), a, id3v1()), concat(id3v2(5), b)]);
+    expect(Buffer.from(tagged).equals(Buffer.from(concat(a, b)))).toBe(true);
+    expect(frames(tagged).length).toBe(frames(a).length + frames(b).length);
+    expect(countMp3Frames(concat(id3v2(300), a, id3v1()))).toBe(frames(a).length);
+  });
+
+  test('pieces that are not MP3, or not at one rate, are BAD_AUDIO', () => {
+    const bad = expect.objectContaining({ reason: 'BAD_AUDIO' });
+    const ok = encodeMp3(tone(440, 16_000, 0.2), 16_000);
+    expect(() => joinMp3([ok, new TextEncoder().encode('RIFF....WAVE')])).toThrow(bad);
+    // 8 kHz is MPEG-2.5: its frames cannot follow 16 kHz ones in one stream
+    expect(() => joinMp3([ok, encodeMp3(tone(440, 8000, 0.2), 8000)])).toThrow(bad);
+    expect(() => joinMp3([])).toThrow(RangeError);
+  });
+});
+
+test('joinAudio: one piece as it is; WAV formats join as WAV, mp3 as MP3', () => {
+  const piece = encodeAudio(tone(440, 22_050, 0.2), 22_050, 'wav8k').body;
+  expect(joinAudio('wav8k', [piece])).toBe(piece);
+  for (const format of SPEECH_AUDIO_FORMATS) {
+    const parts = [0.2, 0.3].map((s) => encodeAudio(tone(440, 22_050, s), 22_050, format).body);
+    const joined = joinAudio(format, parts);
+    const expected = format === 'mp3' ? joinMp3(parts) : joinWav(parts);
+    expect(Buffer.from(joined).equals(Buffer.from(expected)), format).toBe(true);
+  }
 });
 
 test('every format has a content type and an extension', () => {

@@ -2,8 +2,10 @@ import { sql } from 'drizzle-orm';
 import {
   bigserial,
   customType,
+  doublePrecision,
   index,
   integer,
+  jsonb,
   pgTable,
   text,
   timestamp,
@@ -69,3 +71,47 @@ export const promptUses = pgTable(
 );
 
 export type PromptAudioRow = typeof promptAudio.$inferSelect;
+
+/**
+ * A spoken prompt as a menu plays it: a `say:` text split at its `{{variables}}` into pieces
+ * (src/speech/compose.ts), each piece audio of its own in `prompt_audio`, joined when served.
+ * The row is written before anything is rendered (at flow load for a prompt without
+ * variables, with its call otherwise), so the menu's URL is known at once; `parts` (the
+ * pieces' content hashes, in order) is filled in when the pieces are rendered, just before
+ * the call is dispatched. `pieces` holds the texts to render: a row with `call_id` is
+ * personal data, removed with its call's prompts.
+ */
+export const promptCompositions = pgTable(
+  'prompt_compositions',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    /** SHA-256 of the format and the pieces' request hashes: the ETag */
+    compositionHash: text('composition_hash').notNull(),
+    /** an HMAC of composition_hash: the URL's id */
+    publicId: text('public_id').notNull(),
+    callId: uuid('call_id'),
+    lang: text('lang').notNull(),
+    voice: text('voice'),
+    rate: doublePrecision('rate'),
+    /** `[{ text, personal }]`: what to say, in order */
+    pieces: jsonb('pieces').notNull(),
+    ext: text('ext').notNull(),
+    contentType: text('content_type').notNull(),
+    /** the pieces' content hashes once rendered; null until then */
+    parts: jsonb('parts'),
+    durationMs: integer('duration_ms'),
+    renderedAt: timestamp('rendered_at', { withTimezone: true, mode: 'date' }),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex('prompt_compositions_shared_key')
+      .on(t.compositionHash)
+      .where(sql`${t.callId} is null`),
+    uniqueIndex('prompt_compositions_call_key')
+      .on(t.compositionHash, t.callId)
+      .where(sql`${t.callId} is not null`),
+    index('prompt_compositions_public_id_idx').on(t.publicId),
+    index('prompt_compositions_call_id_idx').on(t.callId),
+    index('prompt_compositions_pending_idx').on(t.callId).where(sql`${t.renderedAt} is null`),
+  ],
+);

@@ -17,6 +17,7 @@
  */
 import { z } from '@hono/zod-openapi';
 import { isSpeechPublicId } from '../../speech/ids.ts';
+import type { SpokenPrompts } from '../../speech/spoken.ts';
 import type { PromptStore } from '../../speech/store.ts';
 import { errorResponse } from '../errors.ts';
 import { errorCodes } from '../operation-errors.ts';
@@ -37,7 +38,7 @@ function matchesEtag(header: string | undefined, etag: string): boolean {
     .some((t) => t === '*' || t === etag);
 }
 
-export function promptRoutes(deps: { store: PromptStore }) {
+export function promptRoutes(deps: { store: PromptStore; spoken?: SpokenPrompts }) {
   const app = newRouter();
   app.get('/prompts/:file', async (c) => {
     const match = FILE_NAME.exec(c.req.param('file'));
@@ -46,7 +47,9 @@ export function promptRoutes(deps: { store: PromptStore }) {
     if (id === undefined || ext === undefined || !isSpeechPublicId(id)) {
       return errorResponse(c, 'NOT_FOUND', 'no such prompt');
     }
-    const file = await deps.store.read(id);
+    // a flow's `say:` prompt (its pieces joined), else one rendered file
+    const spoken = await deps.spoken?.read(id, ext);
+    const file = spoken ? { ...spoken, contentHash: spoken.etag } : await deps.store.read(id);
     if (!file || file.ext !== ext) return errorResponse(c, 'NOT_FOUND', 'no such prompt');
     const etag = `"${file.contentHash}"`;
     c.header('ETag', etag);
