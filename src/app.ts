@@ -219,7 +219,16 @@ export function createApp(deps: AppDeps) {
   if (deps.sandbox) app.route('/sandbox', deps.sandbox);
   app.route(
     '/ui',
-    consoleRoutes({ config: deps.config, db, clock, flows, calls, sandbox: deps.sandbox, tokens }),
+    consoleRoutes({
+      config: deps.config,
+      db,
+      clock,
+      flows,
+      calls,
+      sandbox: deps.sandbox,
+      tokens,
+      spoken,
+    }),
   );
 
   // after every route is mounted: throws when a /v1 route declares no scope

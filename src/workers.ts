@@ -265,4 +265,3 @@ export function startWorkers(deps: WorkerDeps): Workers {
     },
   };
 }
-

@@ -11,7 +11,7 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { LineCounter, parseDocument } from 'yaml';
-import { EnvSchema } from '../config.ts';
+import { EnvSchema, loadConfig } from '../config.ts';
 import { AppError, type DetailCode } from '../errors.ts';
 import { checkAudioRefs, createAudioChecker, flowAudioRefs } from '../flows/audio-check.ts';
 import {
@@ -34,11 +34,14 @@ import {
   renderMenu,
   runFlowTests,
   type Simulation,
+  type SpeechCapabilities,
   signNodeToken,
   simulateFlow,
   validateVars,
 } from '../flows/index.ts';
 import { createOutboundPolicy } from '../http/outbound.ts';
+import { speechEngineFor } from '../speech/prompts.ts';
+import { speechCapabilities } from '../speech/spoken.ts';
 
 /** The rule `--check-audio` prints for a URL that does not answer with audio (docs/errors.md). */
 const AUDIO_RULE: DetailCode = 'AUDIO_NOT_AUDIO';
@@ -210,11 +213,27 @@ function formatIssue(io: FlowsIo, issue: FlowIssue): string {
   return `${where}: ${issue.severity} [${issue.rule}] ${issue.message}${path}\n`;
 }
 
+/**
+ * What the configured speech engine says (SPEECH_ENGINE, as the server would use it), so
+ * `say:` prompts are checked against its voices and its longest text; undefined when the
+ * settings are wrong or the engine does not start (the flows are then checked without it).
+ */
+async function speechOf(ctx: Ctx): Promise<SpeechCapabilities | undefined> {
+  try {
+    const env = ctx.io.env ?? process.env;
+    return await speechCapabilities(speechEngineFor(loadConfig(env).speech));
+  } catch {
+    return undefined;
+  }
+}
+
 async function validate(ctx: Ctx, files: string[]): Promise<number> {
+  const speech = await speechOf(ctx);
+  const opts = { ...ctx.opts, ...(speech && { speech }) };
   const flows =
     files.length > 0
-      ? await Promise.all(files.map((f) => loadFlowFile(resolve(ctx.io.cwd, f), ctx.opts)))
-      : await loadFlows(flowsDir(ctx), ctx.opts);
+      ? await Promise.all(files.map((f) => loadFlowFile(resolve(ctx.io.cwd, f), opts)))
+      : await loadFlows(flowsDir(ctx), opts);
   if (flows.length === 0) {
     ctx.err(`switchboard flows: no flow files (*.yaml) in ${flowsDir(ctx)}\n`);
     return 1;

@@ -9,6 +9,10 @@
  * that would pass `maxVisits` is labelled `after 3 rounds, 9: ...` on its way to what runs
  * instead.
  *
+ * A node whose prompt is spoken (`say:`) shows its text under its name, in the flow's default
+ * language and cut short (`🔊 "Hello {{name}}, your appointm…"`), so a reader sees what each
+ * menu says; a recorded prompt (a URL or an audio id) tells a reader nothing and is left out.
+ *
  * @example
  * flowToMermaid(compiled).split('\n')[0] // 'flowchart TD'
  */
@@ -20,6 +24,9 @@ import {
   type NodeKey,
   nodeLabel,
 } from './unroll.ts';
+
+/** How many characters of a spoken prompt a box shows (the rest becomes `…`). */
+export const SPOKEN_LABEL_LENGTH = 40;
 
 export interface MermaidOptions {
   /** One box per source menu, not per unrolled copy. */
@@ -33,6 +40,44 @@ export function escapeLabel(text: string): string {
     .replace(/"/g, '#quot;')
     .replace(/</g, '#lt;')
     .replace(/>/g, '#gt;');
+}
+
+/**
+ * The line a node's box shows for its spoken prompt in `lang` (else its first language):
+ * `🔊 "<text>"`, whitespace collapsed, cut at SPOKEN_LABEL_LENGTH characters (not UTF-16
+ * units, so a letter is never split); undefined for a recorded prompt. Not escaped.
+ *
+ * @example
+ * spokenLine({ intro: { en: { say: 'Hello {{name}}' } } }, 'en') // '🔊 "Hello {{name}}"'
+ */
+export function spokenLine(node: Pick<CompiledNode, 'intro'>, lang: string): string | undefined {
+  const prompt = node.intro[lang] ?? Object.values(node.intro)[0];
+  if (prompt === undefined || typeof prompt === 'string') return undefined;
+  const chars = [...prompt.say.replace(/\s+/g, ' ').trim()];
+  const text =
+    chars.length > SPOKEN_LABEL_LENGTH
+      ? `${chars
+          .slice(0, SPOKEN_LABEL_LENGTH - 1)
+          .join('')
+          .trimEnd()}…`
+      : chars.join('');
+  return `🔊 "${text}"`;
+}
+
+/**
+ * A node's box text as Mermaid reads it (escaped): `label`, then the spoken prompt's line
+ * (`spokenLine`) when it has one, then `extra` lines (the console's counts).
+ */
+export function boxLabel(
+  label: string,
+  node: Pick<CompiledNode, 'intro'>,
+  lang: string,
+  extra: readonly string[] = [],
+): string {
+  const spoken = spokenLine(node, lang);
+  return [label, ...(spoken === undefined ? [] : [spoken]), ...extra]
+    .map(escapeLabel)
+    .join('<br/>');
 }
 
 /** `7200000` -> `2h`: the largest unit that divides the time evenly. */
@@ -113,6 +158,8 @@ function edge(from: string, to: string, key: NodeKey, label: string): string {
 export function flowToMermaid(compiled: CompiledFlow, opts: MermaidOptions = {}): string {
   const lines = ['flowchart TD'];
   const ids = new Map<string, string>();
+  // the language a call gets when it names none, as the menu template shows it
+  const lang = compiled.languages[0]!;
   let usesHangup = false;
   const target = (action: CompiledAction | undefined): string => {
     if (action?.type === 'goto') return ids.get(action.node)!;
@@ -125,7 +172,13 @@ export function flowToMermaid(compiled: CompiledFlow, opts: MermaidOptions = {})
     menus.forEach((menu, i) => {
       ids.set(menu, `m${i}`);
     });
-    for (const menu of menus) lines.push(`  ${ids.get(menu)}["${escapeLabel(menu)}"]`);
+    for (const menu of menus) {
+      // a box per menu shows what its first attempt plays: the intro, not the reprompt
+      const first =
+        compiled.nodes.find((n) => n.menu === menu && n.attempt === 0) ??
+        compiled.nodes.find((n) => n.menu === menu)!;
+      lines.push(`  ${ids.get(menu)}["${boxLabel(menu, first, lang)}"]`);
+    }
     const seen = new Set<string>();
     for (const node of compiled.nodes) {
       for (const key of NODE_KEYS) {
@@ -147,7 +200,7 @@ export function flowToMermaid(compiled: CompiledFlow, opts: MermaidOptions = {})
       ids.set(node.id, `n${i}`);
     });
     for (const node of compiled.nodes) {
-      lines.push(`  ${ids.get(node.id)}["${escapeLabel(nodeLabel(node))}"]`);
+      lines.push(`  ${ids.get(node.id)}["${boxLabel(nodeLabel(node), node, lang)}"]`);
     }
     for (const node of compiled.nodes) {
       for (const key of NODE_KEYS) {

@@ -179,7 +179,10 @@ export interface RenderMenuOptions {
   hookHeaders?: Record<string, string>;
   /** The signed token for one (node, input) of this call; see `signNodeToken`. */
   tokenFor: (node: string, input: MenuInput) => string;
-  /** The URL of a `say:` prompt for this call (see `BuildMenuOptions.say`). */
+  /**
+   * The URL of a `say:` prompt for this call (see `BuildMenuOptions.say`); unset: the words
+   * it would say, `say: <text>` with the vars filled in.
+   */
   say?: (prompt: SpokenPrompt) => string;
 }
 
@@ -202,7 +205,8 @@ export function renderMenu(compiled: CompiledFlow, opts: RenderMenuOptions): Spe
     hookUrl: opts.hookUrl,
     ...(opts.hookHeaders ? { hookHeaders: opts.hookHeaders } : {}),
     tokenFor: opts.tokenFor,
-    ...(opts.say ? { say: opts.say } : {}),
+    // without a prompt service (the CLI, tests): the words the call would hear
+    say: opts.say ?? ((p) => promptLabel({ ...p, say: renderTemplate(p.say, opts.vars) })),
   });
 }
 

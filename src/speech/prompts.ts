@@ -65,6 +65,8 @@ export interface RenderedPrompt {
 
 export interface PromptService {
   render(request: PromptRequest, scope?: PromptScope): Promise<RenderedPrompt>;
+  /** The audio of a request, encoded in SPEECH_FORMAT but not stored (a console preview). */
+  encode(request: PromptRequest): Promise<{ body: Uint8Array; durationMs: number }>;
 }
 
 export interface PromptServiceDeps {
@@ -96,13 +98,7 @@ export function createPromptService(deps: PromptServiceDeps): PromptService {
     contentType: p.contentType,
   });
 
-  async function renderNow(
-    request: PromptRequest,
-    scope: PromptScope,
-    requestHash: string,
-  ): Promise<RenderedPrompt> {
-    const found = await deps.store.find(requestHash, scope, publicIdOf, deps.clock.now());
-    if (found) return toRendered(found);
+  async function synthesize(request: PromptRequest) {
     const options: SpeechOptions = { lang: request.lang };
     if (request.voice !== undefined) options.voice = request.voice;
     if (request.rate !== undefined) options.rate = request.rate;
@@ -110,14 +106,27 @@ export function createPromptService(deps: PromptServiceDeps): PromptService {
     const samples = request.piece
       ? trimSilence(speech.samples, speech.sampleRate, PIECE_EDGE_MS)
       : speech.samples;
-    const encoded = encodeAudio(samples, speech.sampleRate, deps.format);
+    return {
+      encoded: encodeAudio(samples, speech.sampleRate, deps.format),
+      durationMs: Math.round((samples.length / speech.sampleRate) * 1000),
+    };
+  }
+
+  async function renderNow(
+    request: PromptRequest,
+    scope: PromptScope,
+    requestHash: string,
+  ): Promise<RenderedPrompt> {
+    const found = await deps.store.find(requestHash, scope, publicIdOf, deps.clock.now());
+    if (found) return toRendered(found);
+    const { encoded, durationMs } = await synthesize(request);
     const contentHash = audioContentHash(encoded.body);
     const stored = {
       contentHash,
       publicId: publicIdOf(contentHash),
       ext: encoded.extension,
       contentType: encoded.contentType,
-      durationMs: Math.round((samples.length / speech.sampleRate) * 1000),
+      durationMs,
     };
     await deps.store.save(
       {
@@ -133,6 +142,10 @@ export function createPromptService(deps: PromptServiceDeps): PromptService {
   }
 
   return {
+    async encode(request) {
+      const { encoded, durationMs } = await synthesize(request);
+      return { body: encoded.body, durationMs };
+    },
     render(request, scope = {}) {
       const requestHash = speechRequestHash({
         engine: request.piece ? pieceEngine(deps.engine) : deps.engine,

@@ -76,6 +76,15 @@ export interface SpokenPrompts {
    * One render at a time per process; a second caller waits for it and then looks again.
    */
   renderPending(): Promise<number>;
+  /**
+   * A prompt's audio with these vars, for people to hear (the console): the flow's words
+   * from the store, the vars' pieces rendered in memory and never stored.
+   */
+  preview(
+    prompt: SpokenPrompt,
+    lang: string,
+    vars: Readonly<Record<string, unknown>>,
+  ): Promise<{ body: Uint8Array; contentType: string; ext: string }>;
   /** The joined audio served under `publicId` (rendered now when it must be). */
   read(publicId: string, ext: string): Promise<SpokenFile | undefined>;
 }
@@ -305,6 +314,28 @@ export function createSpokenPrompts(deps: SpokenPromptsDeps): SpokenPrompts {
       } finally {
         pending = undefined;
       }
+    },
+
+    async preview(prompt, lang, vars) {
+      const planned = plan(prompt, lang, vars);
+      const bodies: Uint8Array[] = [];
+      for (const piece of planned.pieces) {
+        const request = {
+          text: piece.text,
+          lang,
+          ...(prompt.voice !== undefined && { voice: prompt.voice }),
+          ...(prompt.rate !== undefined && { rate: prompt.rate }),
+          piece: true,
+        };
+        if (piece.personal) {
+          bodies.push((await deps.prompts.encode(request)).body);
+          continue;
+        }
+        const shared = await deps.prompts.render(request, {});
+        const [body] = (await deps.store.bodies([shared.contentHash])) ?? [];
+        bodies.push(body ?? (await deps.prompts.encode(request)).body);
+      }
+      return { body: joinAudio(deps.format, bodies), contentType, ext };
     },
 
     async read(publicId, wantedExt) {

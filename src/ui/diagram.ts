@@ -1,6 +1,7 @@
 /**
  * The console's flow diagram: Mermaid source for a compiled flow (every unrolled node, named
- * and labelled as `flowToMermaid` draws it, the `on:` box below the hang-up), with visit and drop-off counts written on the nodes, key counts
+ * and labelled as `flowToMermaid` draws it, a spoken prompt's text included, the `on:` box
+ * below the hang-up), with visit and drop-off counts written on the nodes, key counts
  * on the edges, and one call's path highlighted. The browser renders it with the locally
  * served Mermaid bundle; without JavaScript the same counts are in the tables beside it.
  *
@@ -14,7 +15,9 @@
  */
 import type { FlowStats } from '../calls/read.ts';
 import {
+  boxLabel,
   type CompiledFlow,
+  type CompiledNode,
   edgeLabel,
   escapeLabel,
   NODE_KEYS,
@@ -72,6 +75,8 @@ export function nodeCounts(compiled: CompiledFlow, stats: FlowStats): Map<string
 interface Box {
   id: string;
   label: string;
+  /** the node whose prompt the box shows (folded: the menu's first attempt, its intro) */
+  node: CompiledNode;
   counts?: { visits: number; dropped: number };
 }
 interface Edge {
@@ -96,9 +101,11 @@ function layout(compiled: CompiledFlow, counts: Map<string, NodeCounts>, folded:
       boxes.set(key, {
         id: `${folded ? 'm' : 'n'}${boxes.size}`,
         label: folded ? node.menu : nodeLabel(node),
+        node,
       });
     }
     const box = boxes.get(key)!;
+    if (box.node.attempt > 0 && node.attempt === 0) box.node = node;
     boxOf.set(node.id, box.id);
     const c = counts.get(node.id);
     if (c) {
@@ -154,10 +161,11 @@ export function flowDiagram(
     )}`,
   ];
   for (const box of boxes) {
-    let label = escapeLabel(box.label);
-    if (box.counts)
-      label += `<br/>${escapeLabel(`visits ${box.counts.visits} · dropped ${box.counts.dropped}`)}`;
-    lines.push(`  ${box.id}["${label}"]`);
+    // the name, the spoken prompt (as flowToMermaid draws it), then the counts
+    const counts = box.counts
+      ? [`visits ${box.counts.visits} · dropped ${box.counts.dropped}`]
+      : [];
+    lines.push(`  ${box.id}["${boxLabel(box.label, box.node, compiled.languages[0]!, counts)}"]`);
   }
   const usesHangup = edges.some((e) => e.to === 'hangup');
   for (const e of edges) {

@@ -15,10 +15,12 @@
  * `GET /ui/assets/{console.css,console.js,flow-edit.js,mermaid.min.js}`. The flow editor:
  * `/ui/flows/{id}/edit` and its posts (`check`, `test`, `replay`, `download`, `save`), in
  * src/ui/flow-edit.tsx. A flow's versions: `/ui/flows/{id}/versions` and
- * `/ui/flows/{id}/compare?from=&to=` (src/ui/pages/flow-versions.tsx).
+ * `/ui/flows/{id}/compare?from=&to=` (src/ui/pages/flow-versions.tsx). A flow's spoken
+ * prompt with vars typed in: `GET /ui/flows/{id}/say?node=&lang=&var.{name}=` (the audio,
+ * rendered now and not stored).
  *
  * @example
- * app.route('/ui', consoleRoutes({ config, db, flows, calls, sandbox }));
+ * app.route('/ui', consoleRoutes({ config, db, flows, calls, sandbox, spoken }));
  */
 
 import { type Context, Hono } from 'hono';
@@ -35,7 +37,13 @@ import { type Clock, systemClock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/client.ts';
 import { AppError, httpStatus } from '../errors.ts';
-import { type CompiledFlow, readTextVars } from '../flows/index.ts';
+import {
+  type CompiledFlow,
+  promptLabel,
+  readTextVars,
+  templateNames,
+  validateVars,
+} from '../flows/index.ts';
 import type { TokenStore } from '../http/api-tokens.ts';
 import { tokenMatches } from '../http/auth.ts';
 import { requestOrigin, trustedProxies } from '../http/client-address.ts';
@@ -45,6 +53,7 @@ import { isUuid } from '../ids.ts';
 import { listInbound } from '../messages/inbound.ts';
 import { getMessage, listMessages } from '../messages/read.ts';
 import { isMessageStatus } from '../messages/status.ts';
+import type { SpokenPrompts } from '../speech/spoken.ts';
 import { assetRoutes } from './assets.ts';
 import {
   clearSessionCookie,
@@ -53,18 +62,39 @@ import {
   sessionCookie,
   setSessionCookie,
 } from './auth.ts';
-import { pinnedFlow } from './data.ts';
+import { callIntros, pinnedFlow, promptPath, spokenWords } from './data.ts';
 import { flowDiagram } from './diagram.ts';
 import { endpointPages } from './endpoints.tsx';
 import { flowEditPages } from './flow-edit.tsx';
 import { Layout, Notice, type Section } from './layout.tsx';
-import { CallFacts, CallLive, type CallQuery, CallSearch, CallsTable } from './pages/calls.tsx';
+import {
+  CallFacts,
+  CallLive,
+  CallPrompts,
+  type CallQuery,
+  CallSearch,
+  CallsTable,
+} from './pages/calls.tsx';
 import { flowReplayPages } from './pages/flow-replay.tsx';
 import { flowVersionPages } from './pages/flow-versions.tsx';
-import { DiagramBox, type DiagramSources, FlowPage, FlowsList } from './pages/flows.tsx';
+import {
+  DiagramBox,
+  type DiagramSources,
+  FlowPage,
+  type FlowPromptRow,
+  FlowsList,
+} from './pages/flows.tsx';
 import { HomePage, LoginPage } from './pages/home.tsx';
 import { InboundPage, MessagePage, MessageSearch, MessagesTable } from './pages/messages.tsx';
-import { Keypad, NO_SANDBOX, TryForm, TryList, type TryValues } from './pages/try.tsx';
+import {
+  Keypad,
+  NO_SANDBOX,
+  NowPlaying,
+  NowPlayingMenu,
+  TryForm,
+  TryList,
+  type TryValues,
+} from './pages/try.tsx';
 import { type SandboxControl, sandboxControl } from './sandbox.ts';
 import { consoleSessionStore } from './sessions.ts';
 import { signInLimiter } from './sign-in-limit.ts';
@@ -88,6 +118,8 @@ export interface ConsoleDeps {
   streamMs?: number;
   /** the API's made tokens: the flow editor's save takes an admin one (src/ui/flow-edit.tsx) */
   tokens?: TokenStore;
+  /** `say:` prompts: the flow page plays them (without it they are shown as text) */
+  spoken?: SpokenPrompts;
 }
 
 const OPEN = new Set(['/ui/login', '/ui/logout']);
@@ -137,6 +169,57 @@ function callDiagrams(compiled: CompiledFlow, call: CallView): DiagramSources {
     folded: flowDiagram(compiled, { ...opts, folded: true }).source,
     unrolled: flowDiagram(compiled, opts).source,
   };
+}
+
+/** The menu a call's callee is in now: none once the call is over. */
+const playing = (call: CallView) =>
+  call.state === 'ended' || call.state === 'failed' ? null : call.node;
+
+/**
+ * What the callee hears now: the menu, its prompt's same-origin path if Switchboard speaks
+ * it, and its words with the call's vars (the transcript).
+ */
+function nowPlaying(compiled: CompiledFlow | undefined, intros: readonly string[], call: CallView) {
+  const node = playing(call);
+  const found = node === null ? undefined : compiled?.nodes.find((n) => n.id === node);
+  const prompt = found && promptPath(intros[found.index] ?? '');
+  return { node, prompt, words: prompt && spokenWords(found, call.lang, call.vars) };
+}
+
+/**
+ * A flow's prompts, one row per distinct prompt and language (retries and rounds repeat
+ * them): a spoken one without params with its shared audio's path, one with params with the
+ * inputs of a preview form (defaults filled in), recorded ones as written.
+ */
+function flowPrompts(compiled: CompiledFlow, spoken: SpokenPrompts): FlowPromptRow[] {
+  const rows = new Map<string, FlowPromptRow>();
+  for (const node of compiled.nodes) {
+    for (const [lang, intro] of Object.entries(node.intro)) {
+      const key = `${lang}\0${JSON.stringify(intro)}`;
+      const seen = rows.get(key);
+      if (seen) {
+        seen.nodes.push(node.id);
+        continue;
+      }
+      const row: FlowPromptRow = { nodes: [node.id], lang, label: promptLabel(intro) };
+      if (typeof intro === 'string') row.recorded = intro;
+      else if (intro.say.includes('{{')) {
+        row.params = [...new Set(templateNames(intro.say))].map((name) => {
+          const p = compiled.params[name];
+          const value = p?.default === undefined ? '' : String(p.default);
+          return { name, type: p?.type ?? 'string', value };
+        });
+      } else {
+        try {
+          row.audio = promptPath(spoken.plan(intro, lang, {}).url);
+        } catch {
+          // nothing to say (an empty text): the row shows the text alone
+        }
+      }
+      rows.set(key, row);
+    }
+  }
+  return [...rows.values()];
 }
 
 const PRESS_ERRORS: Record<string, string> = {
@@ -272,9 +355,50 @@ export function consoleRoutes(deps: ConsoleDeps) {
         diagram={diagram && folded ? { folded: folded.source, unrolled: diagram.source } : null}
         counts={diagram?.counts ?? new Map()}
         canTry={sandbox !== undefined}
+        prompts={flow.compiled && deps.spoken ? flowPrompts(flow.compiled, deps.spoken) : undefined}
       />,
       { diagram: diagram !== undefined },
     );
+  });
+
+  // a spoken prompt with the vars typed on the flow page: rendered now, never stored
+  app.get('/flows/:id/say', async (c) => {
+    const id = c.req.param('id');
+    const flow = await flows.get(id);
+    if (!flow) throw new AppError('NOT_FOUND', `no flow "${id}" in the flows directory`);
+    if (!flow.compiled) throw new AppError('INVALID_FLOW', `flow "${id}" does not compile`);
+    if (!deps.spoken) throw new AppError('NOT_FOUND', 'there is no speech engine here');
+    const nodeId = c.req.query('node') ?? '';
+    const lang = c.req.query('lang') ?? '';
+    const node = flow.compiled.nodes.find((n) => n.id === nodeId);
+    if (!node) throw new AppError('NOT_FOUND', `flow "${id}" has no menu node "${nodeId}"`);
+    const prompt = Object.hasOwn(node.intro, lang) ? node.intro[lang] : undefined;
+    if (prompt === undefined) {
+      throw new AppError('INVALID_LANGUAGE', `flow "${id}" has no language "${lang}"`);
+    }
+    if (typeof prompt === 'string') {
+      throw new AppError('VALIDATION_ERROR', `node "${nodeId}" plays recorded audio in "${lang}"`);
+    }
+    // only the prompt's own params are asked for: the rest of the flow's may stay empty
+    const names = new Set(templateNames(prompt.say));
+    const given: Record<string, string> = {};
+    for (const [k, v] of Object.entries(c.req.queries())) {
+      if (k.startsWith('var.') && names.has(k.slice(4)) && v[0] !== undefined && v[0] !== '') {
+        given[k.slice(4)] = v[0];
+      }
+    }
+    const params = Object.fromEntries(
+      Object.entries(flow.compiled.params).filter(([name]) => names.has(name)),
+    );
+    const checked = validateVars({ ...flow.compiled, params }, readTextVars(params, given));
+    if (!checked.ok) {
+      throw new AppError('INVALID_VARS', 'these vars do not fit the prompt', checked.details);
+    }
+    const audio = await deps.spoken.preview(prompt, lang, checked.vars);
+    c.header('Content-Type', audio.contentType);
+    c.header('Cache-Control', 'no-store');
+    c.header('X-Content-Type-Options', 'nosniff');
+    return c.body(audio.body as Uint8Array<ArrayBuffer>, 200);
   });
 
   app.get('/calls', async (c) => {
@@ -322,6 +446,7 @@ export function consoleRoutes(deps: ConsoleDeps) {
   const callPage = async (c: Context, keypad: boolean) => {
     const call = await getCall(db, c.req.param('id') ?? '');
     const compiled = await pinnedFlow(db, flows, call.flow, call.flowVersion);
+    const intros = await callIntros(db, call.id);
     const error = c.req.query('error');
     const status = c.req.query('pressed')
       ? `Pressed ${c.req.query('pressed')}.`
@@ -349,7 +474,10 @@ export function consoleRoutes(deps: ConsoleDeps) {
           <div>
             {keypad &&
               (sandbox ? (
-                <Keypad callId={call.id} status={status} />
+                <>
+                  <Keypad callId={call.id} status={status} />
+                  <NowPlaying {...nowPlaying(compiled, intros, call)} />
+                </>
               ) : (
                 <Notice error>{NO_SANDBOX}</Notice>
               ))}
@@ -377,6 +505,7 @@ export function consoleRoutes(deps: ConsoleDeps) {
             </noscript>
           )}
         </section>
+        <CallPrompts call={call} intros={intros} compiled={compiled} />
       </>,
       { diagram: compiled !== undefined },
     );
@@ -389,6 +518,8 @@ export function consoleRoutes(deps: ConsoleDeps) {
   app.get('/calls/:id/events', async (c) => {
     const first = await getCall(db, c.req.param('id'));
     const compiled = await pinnedFlow(db, flows, first.flow, first.flowVersion);
+    // the menu as sent does not change: its intros are read once
+    const intros = await callIntros(db, first.id);
     const signal = c.req.raw.signal;
     return streamSSE(
       c,
@@ -397,11 +528,15 @@ export function consoleRoutes(deps: ConsoleDeps) {
         let last = '';
         let call = first;
         while (!stream.aborted && !stream.closed && !signal.aborted && Date.now() < until) {
+          const now = nowPlaying(compiled, intros, call);
           const data = JSON.stringify({
             state: call.state,
             outcome: call.outcome,
             html: String(await (<CallLive call={call} />).toString()),
             diagrams: compiled ? callDiagrams(compiled, call) : null,
+            // the keypad page's "now playing": the menu the callee is in, and its prompt
+            prompt: now.prompt ?? null,
+            now: String(await (<NowPlayingMenu {...now} />).toString()),
           });
           if (data !== last) {
             await stream.writeSSE({ event: 'call', data });

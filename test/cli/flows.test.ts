@@ -76,7 +76,10 @@ describe('switchboard flows compile', () => {
     expect(code).toBe(0);
     const menu = SpeechMenu.parse(JSON.parse(out));
     expect(menu).toHaveLength(12);
-    expect(menu[0]!.introUrl).toBe('https://cdn.example.com/ivr/uk/reminder.mp3');
+    // a spoken prompt, without a server to serve it: the words this call would hear
+    expect(menu[0]!.introUrl).toBe(
+      'say: Добрий день, Ann. Нагадуємо про ваш запис на 2025-03-01. Натисніть 1, щоб підтвердити, або 2, щоб перенести.',
+    );
     const first = menu[0]!.dtmfActions.d1![0]!;
     expect(first).toMatchObject({
       action: 'webhook',

@@ -6,7 +6,6 @@ import {
   FLOW_KEYS,
   FlowCompileError,
   type FlowDefinition,
-  promptLabel,
   renderMenu,
   renderTemplate,
 } from '../../src/flows/index.ts';
@@ -39,14 +38,25 @@ describe('unrolling the appointment reminder', () => {
 
   it('plays the reprompt on retries and keeps the per-language intro otherwise', () => {
     expect(node('main').intro).toEqual({
-      en: 'https://cdn.example.com/ivr/en/reminder.mp3',
-      uk: 'https://cdn.example.com/ivr/uk/reminder.mp3',
+      en: {
+        say: 'Hello {{name}}. This is a reminder of your appointment on {{date}}. Press 1 to confirm, or 2 to change it.',
+      },
+      uk: {
+        say: 'Добрий день, {{name}}. Нагадуємо про ваш запис на {{date}}. Натисніть 1, щоб підтвердити, або 2, щоб перенести.',
+      },
     });
     expect(node('main/v2').intro).toEqual(node('main').intro);
     expect(node('main/r1').intro).toEqual({
-      en: 'https://cdn.example.com/ivr/en/sorry.mp3',
-      uk: 'https://cdn.example.com/ivr/en/sorry.mp3',
+      en: {
+        say: 'Sorry, I did not catch that. Press 1 to confirm, or 2 to change the appointment.',
+        rate: 0.9,
+      },
+      uk: {
+        say: 'Вибачте, я не розчув. Натисніть 1, щоб підтвердити, або 2, щоб перенести запис.',
+        rate: 0.9,
+      },
     });
+    expect(node('reschedule').intro).toEqual({ en: 'ivr_651854', uk: 'ivr_651854' });
     expect(node('main').timeoutMs).toBe(8000);
     expect(node('reschedule').timeoutMs).toBeUndefined();
   });
@@ -206,8 +216,11 @@ describe.each(EXAMPLES)('%s compiled', (id) => {
           expect(item.dtmfActions[`d${key}`]!.slice(1)).toEqual(item.dtmfActions.wrong!.slice(1));
         }
         const intro = compiled.nodes[i]!.intro[lang]!;
+        // without a prompt service, a spoken prompt is the words the call would hear
         expect(item.introUrl).toBe(
-          typeof intro === 'string' ? renderTemplate(intro, SAMPLE_VARS[id]) : promptLabel(intro),
+          typeof intro === 'string'
+            ? renderTemplate(intro, SAMPLE_VARS[id])
+            : `say: ${renderTemplate(intro.say, SAMPLE_VARS[id])}`,
         );
       });
     }

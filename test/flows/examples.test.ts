@@ -17,17 +17,20 @@ languages: [en, uk]            # the call's \`lang\` picks prompts; the first is
 start: main                    # default: the first menu
 menus:
   main:
-    intro: { en: "https://cdn.example.com/ivr/en/reminder.mp3", uk: "https://cdn.example.com/ivr/uk/reminder.mp3" }
+    intro:                     # text Switchboard speaks, with the caller's own details (docs/speech.md)
+      say:
+        en: "Hello {{name}}. This is a reminder of your appointment on {{date}}. Press 1 to confirm, or 2 to change it."
+        uk: "Добрий день, {{name}}. Нагадуємо про ваш запис на {{date}}. Натисніть 1, щоб підтвердити, або 2, щоб перенести."
     timeout: 8s                # idleTimeoutMsec
     retries: 2                 # wrong key or silence replays the menu twice more
-    reprompt: "https://cdn.example.com/ivr/en/sorry.mp3"
+    reprompt: { say: { en: "Sorry, I did not catch that. Press 1 to confirm, or 2 to change the appointment.", uk: "Вибачте, я не розчув. Натисніть 1, щоб підтвердити, або 2, щоб перенести запис." }, rate: 0.9 }
     keys:
       "1": [ { outcome: confirmed }, { send: { type: sms, text: "Thanks {{name}}, see you on {{date}}." } }, hangup ]
       "2": [ { goto: reschedule } ]
       "9": [ { goto: main } ]
     wrong: [ { outcome: no-input }, hangup ]     # once the retries are used up
   reschedule:
-    intro: "ivr_651854"
+    intro: "ivr_651854"        # or audio recorded and uploaded to the provider, as an audio id
     keys:
       "1": [ { outcome: reschedule-requested }, { webhook: "https://crm.example.com/reschedule" }, hangup ]
       "*": [ { goto: main } ]

@@ -1,10 +1,20 @@
 import { describe, expect, it } from 'vitest';
-import { flowToMermaid, simulateFlow } from '../../src/flows/index.ts';
+import {
+  FlowDefinition,
+  flowToMermaid,
+  SPOKEN_LABEL_LENGTH,
+  simulateFlow,
+  spokenLine,
+} from '../../src/flows/index.ts';
 import { compileDef, loadExample, SAMPLE_VARS } from './helpers.ts';
+
+/** Mermaid source without the boxes' spoken-prompt lines (tested on their own below). */
+const withoutSpoken = (source: string) => source.replace(/<br\/>🔊 #quot;.*?#quot;/g, '');
 
 describe('flowToMermaid', () => {
   const compiled = loadExample('appointment-reminder');
-  const text = flowToMermaid(compiled);
+  // whether the example's prompts are recorded or spoken, its boxes are named the same
+  const text = withoutSpoken(flowToMermaid(compiled));
   const lines = text.trim().split('\n');
 
   it('draws every node, every key, dashed timeout/wrong edges and one hangup node', () => {
@@ -34,7 +44,7 @@ describe('flowToMermaid', () => {
   });
 
   it('folds copies into one box per menu', () => {
-    const folded = flowToMermaid(compiled, { folded: true });
+    const folded = withoutSpoken(flowToMermaid(compiled, { folded: true }));
     const boxes = folded.split('\n').filter((l) => /^ {2}m\d+\["/.test(l));
     expect(boxes).toEqual(['  m0["main"]', '  m1["reschedule"]']);
     expect(folded).toContain('  m0 -.->|"timeout / wrong: retry"| m0');
@@ -74,5 +84,78 @@ describe('flowToMermaid', () => {
     expect(links).toEqual(['  hangup ~~~ r0', '  hangup ~~~ r1', '  hangup ~~~ r2']);
     const lastEdge = lines.findLastIndex((l) => / (-->|-\.->)\|/.test(l));
     expect(lines.indexOf(links[0]!)).toBeGreaterThan(lastEdge);
+  });
+});
+
+describe('flowToMermaid: spoken prompts', () => {
+  const flow = (extra: Record<string, unknown> = {}) =>
+    compileDef(
+      FlowDefinition.parse({
+        params: { name: 'string' },
+        languages: ['en', 'uk'],
+        menus: {
+          main: {
+            intro: { say: { en: 'Hello {{name}}', uk: 'Привіт, {{name}}' }, voice: 'f2' },
+            retries: 1,
+            reprompt: { say: 'Sorry, I did not get that. Press 1 to confirm your visit.' },
+            keys: { '1': [{ goto: 'recorded' }] },
+            wrong: [{ outcome: 'no' }],
+          },
+          recorded: { intro: 'https://cdn.example.com/a.mp3', wrong: [{ outcome: 'yes' }] },
+        },
+        ...extra,
+      }),
+    );
+
+  it('shows the text under the name, in the default language; a recorded prompt shows nothing', () => {
+    const text = flowToMermaid(flow());
+    expect(text).toContain('  n0["0: main<br/>🔊 #quot;Hello {{name}}#quot;"]');
+    expect(text).toContain('  n1["1: recorded"]');
+    // a retry plays the reprompt, cut short
+    expect(text).toContain(
+      '  n2["2: main/r1<br/>🔊 #quot;Sorry, I did not get that. Press 1 to c…#quot;"]',
+    );
+    const uk = flowToMermaid(flow({ languages: ['uk', 'en'] }));
+    expect(uk).toContain('  n0["0: main<br/>🔊 #quot;Привіт, {{name}}#quot;"]');
+  });
+
+  it('shows the intro on a folded box, not the reprompt', () => {
+    const folded = flowToMermaid(flow(), { folded: true });
+    expect(folded.split('\n').filter((l) => /^ {2}m\d+\["/.test(l))).toEqual([
+      '  m0["main<br/>🔊 #quot;Hello {{name}}#quot;"]',
+      '  m1["recorded"]',
+    ]);
+  });
+
+  it('cuts at SPOKEN_LABEL_LENGTH characters, whitespace collapsed, never splitting a letter', () => {
+    const node = (say: string) => ({ intro: { en: { say } } });
+    const exact = 'x'.repeat(SPOKEN_LABEL_LENGTH);
+    expect(spokenLine(node(exact), 'en')).toBe(`🔊 "${exact}"`);
+    expect(spokenLine(node(`${exact}y`), 'en')).toBe(`🔊 "${exact.slice(1)}…"`);
+    expect(spokenLine(node('Hello\n   {{name}},\tbye'), 'en')).toBe('🔊 "Hello {{name}}, bye"');
+    // the cut does not end in a space before the ellipsis
+    const spaced = `${'a'.repeat(SPOKEN_LABEL_LENGTH - 2)} bcd`;
+    expect(spokenLine(node(spaced), 'en')).toBe(`🔊 "${'a'.repeat(SPOKEN_LABEL_LENGTH - 2)}…"`);
+    // characters outside the BMP count as one, and are kept whole
+    const emoji = '😀'.repeat(SPOKEN_LABEL_LENGTH + 5);
+    expect(spokenLine(node(emoji), 'en')).toBe(`🔊 "${'😀'.repeat(SPOKEN_LABEL_LENGTH - 1)}…"`);
+    expect(spokenLine({ intro: { en: 'https://x/a.wav' } }, 'en')).toBeUndefined();
+    // a language the node lacks: its first one
+    expect(spokenLine(node('Hi'), 'uk')).toBe('🔊 "Hi"');
+  });
+
+  it('escapes what Mermaid would read as syntax in the text', () => {
+    const text = flowToMermaid(
+      compileDef(
+        FlowDefinition.parse({
+          menus: {
+            main: { intro: { say: 'Press "#" or <1>, then ]' }, wrong: [{ outcome: 'x' }] },
+          },
+        }),
+      ),
+    );
+    expect(text).toContain(
+      '  n0["0: main<br/>🔊 #quot;Press #quot;#35;#quot; or #lt;1#gt;, then ]#quot;"]',
+    );
   });
 });

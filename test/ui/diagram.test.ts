@@ -1,7 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import type { FlowStats } from '../../src/calls/read.ts';
-import { type CompiledFlow, flowToMermaid, loadFlowFile } from '../../src/flows/index.ts';
+import {
+  type CompiledFlow,
+  compileFlow,
+  FlowDefinition,
+  flowToMermaid,
+  loadFlowFile,
+} from '../../src/flows/index.ts';
 import { flowDiagram, nodeCounts } from '../../src/ui/diagram.ts';
+
+/** Mermaid source without the boxes' spoken-prompt lines (as test/flows/mermaid.test.ts). */
+const withoutSpoken = (source: string) => source.replace(/<br\/>🔊 #quot;.*?#quot;/g, '');
 
 const compiled = async (): Promise<CompiledFlow> =>
   (await loadFlowFile('flows/appointment-reminder.yaml')).compiled!;
@@ -57,7 +66,7 @@ describe('nodeCounts', () => {
 describe('flowDiagram', () => {
   it('draws the unrolled nodes, keys as edges and the reactions, with an accessible title', async () => {
     const { source } = flowDiagram(await compiled());
-    const lines = source.split('\n');
+    const lines = withoutSpoken(source).split('\n');
     expect(lines[0]).toBe('flowchart TD');
     expect(lines).toContain('  accTitle: Flow Appointment reminder');
     expect(lines).toContain('  n0["0: main"]');
@@ -119,7 +128,7 @@ describe('flowDiagram', () => {
         ended: false,
       },
     });
-    const lines = source.split('\n');
+    const lines = withoutSpoken(source).split('\n');
     expect(lines).toContain('  m0["main<br/>visits 4 · dropped 1"]');
     expect(lines).toContain('  m1["reschedule<br/>visits 2 · dropped 0"]');
     expect(lines.filter((l) => /^ {2}m\d\[/.test(l))).toHaveLength(2);
@@ -141,11 +150,46 @@ describe('flowDiagram', () => {
       );
     }
     const { source } = flowDiagram(flow);
-    expect(source).toContain('  n2["2: main/v2"]');
+    expect(withoutSpoken(source)).toContain('  n2["2: main/v2"]');
     expect(source).toContain('  n0 -->|"9: back to main"| n2');
     expect(source).not.toContain('|"9: outcome no-input"|');
     const folded = flowDiagram(flow, { folded: true }).source;
     expect(folded).toContain('  m0 -->|"9"| m0');
     expect(folded).toContain('  m0 -->|"after 3 rounds, 9: outcome no-input"| hangup');
+  });
+
+  it('shows a spoken prompt under the name, before the counts, as flowToMermaid does', () => {
+    const flow = compileFlow({
+      id: 'spoken',
+      definition: FlowDefinition.parse({
+        params: { name: 'string' },
+        menus: {
+          main: {
+            intro: { say: 'Hello {{name}}, press 1 to confirm your appointment.' },
+            retries: 1,
+            reprompt: { say: 'Sorry?' },
+            keys: { '1': [{ goto: 'done' }] },
+            wrong: [{ outcome: 'no' }],
+          },
+          done: { intro: 'ivr_1', wrong: [{ outcome: 'yes' }] },
+        },
+      }),
+    });
+    const hello = '🔊 #quot;Hello {{name}}, press 1 to confirm your…#quot;';
+    const unrolled = flowDiagram(flow).source.split('\n');
+    expect(unrolled).toContain(`  n0["0: main<br/>${hello}"]`);
+    expect(unrolled).toContain('  n1["1: done"]');
+    expect(unrolled).toContain('  n2["2: main/r1<br/>🔊 #quot;Sorry?#quot;"]');
+    const counted = flowDiagram(flow, {
+      folded: true,
+      stats: stats({
+        flow: 'spoken',
+        started: 2,
+        nodes: { main: { visits: 2, keys: { '1': 1, wrong: 1 }, hangups: 0 } },
+      }),
+    }).source.split('\n');
+    // folded: the intro, not the reprompt of the copy main/r1
+    expect(counted).toContain(`  m0["main<br/>${hello}<br/>visits 3 · dropped 1"]`);
+    expect(counted).toContain('  m1["done<br/>visits 1 · dropped 1"]');
   });
 });

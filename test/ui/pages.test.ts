@@ -101,7 +101,11 @@ describeEachEngine('console pages', (ctx) => {
 
   it('serves the Mermaid bundle and its own assets from this process', async () => {
     const { html } = await get(`/ui/flows/${FLOW}`);
-    expect(attrs(html, 'src')).toEqual(['/ui/assets/mermaid.min.js', '/ui/assets/console.js']);
+    // scripts: ours alone (the page's other srcs are its prompts' audio, /prompts/…)
+    expect(attrs(html, 'src').filter((s) => !s.startsWith('/prompts/'))).toEqual([
+      '/ui/assets/mermaid.min.js',
+      '/ui/assets/console.js',
+    ]);
     expect(attrs(html, 'href')).toContain('/ui/assets/console.css');
     const bundle = await app.request('/ui/assets/mermaid.min.js');
     expect(bundle.status).toBe(200);
@@ -144,15 +148,17 @@ describeEachEngine('console pages', (ctx) => {
     const { html } = await get(`/ui/flows/${FLOW}`);
     const { folded, unrolled } = diagramsOf(html);
     // every call of this file so far: the first test started one, this one two
-    expect(unrolled).toContain('n0["0: main<br/>visits 3 · dropped 2"]');
+    // the spoken menus show their words too (src/flows/mermaid.ts)
+    const spoken = '<br/>🔊 #quot;Hello {{name}}. This is a reminder of y…#quot;';
+    expect(unrolled).toContain(`n0["0: main${spoken}<br/>visits 3 · dropped 2"]`);
     expect(unrolled).toContain('n1["1: reschedule<br/>visits 1 · dropped 0"]');
-    expect(unrolled).toContain('n2["2: main/v2<br/>visits 1 · dropped 1"]');
+    expect(unrolled).toContain(`n2["2: main/v2${spoken}<br/>visits 1 · dropped 1"]`);
     expect(unrolled).toContain('n0 -->|"2 (1)"| n1');
     expect(unrolled).toContain('n1 -->|"*: back to main (1)"| n2');
     expect(unrolled).toMatch(/class n0,n2 dropped/);
     expect(unrolled).toContain('accTitle: Flow Appointment reminder');
     // as written: the copies of main added up
-    expect(folded).toContain('m0["main<br/>visits 4 · dropped 3"]');
+    expect(folded).toContain(`m0["main${spoken}<br/>visits 4 · dropped 3"]`);
     expect(folded).toContain('m1["reschedule<br/>visits 1 · dropped 0"]');
     expect(folded).toContain('m0 -->|"2 (1)"| m1');
     expect(folded).toContain('m1 -->|"* (1)"| m0');

@@ -1,6 +1,7 @@
 // Switchboard console: progressive enhancement only. Every page reads without this script;
 // with it, diagrams are drawn by the locally served Mermaid bundle, a call in progress
-// updates live (server-sent events), and the keypad presses keys without a page load.
+// updates live (server-sent events), the keypad presses keys without a page load and plays
+// the prompt of the menu the callee is in, and a flow's prompt preview plays in place.
 (() => {
   const mermaid = window.mermaid;
   let drawn = 0;
@@ -45,6 +46,24 @@
     draw(container, source);
   }
 
+  // the keypad page's player: a new menu's prompt is loaded, and played once the user has
+  // pressed something (browsers refuse sound before any interaction)
+  const player = document.querySelector('audio[data-now-playing]');
+  let interacted = false;
+  function nowPlaying(data) {
+    if (!player || data.prompt === undefined) return;
+    const menu = document.getElementById('now-playing-menu');
+    if (menu && typeof data.now === 'string') menu.innerHTML = data.now;
+    const src = data.prompt || '';
+    if (player.getAttribute('src') === src || (!src && !player.hasAttribute('src'))) return;
+    if (src) player.setAttribute('src', src);
+    else player.removeAttribute('src');
+    player.hidden = !src;
+    player.dataset.changed = String(Number(player.dataset.changed || '0') + 1);
+    if (src && interacted) player.play().catch(() => {});
+    else player.pause();
+  }
+
   // a call in progress: the server sends the live part of the page and the diagram source
   const live = document.querySelector('[data-live]');
   if (live && window.EventSource) {
@@ -53,6 +72,7 @@
       const data = JSON.parse(ev.data);
       live.innerHTML = data.html;
       live.dataset.state = data.state;
+      nowPlaying(data);
       for (const container of document.querySelectorAll('[data-diagram]')) {
         const source = data.diagrams?.[container.dataset.diagram];
         if (source && source !== container.dataset.source) {
@@ -75,6 +95,7 @@
       ev.preventDefault();
       const key = ev.submitter?.value;
       if (!key) return;
+      interacted = true;
       if (status) status.textContent = `Pressing ${key}…`;
       try {
         const res = await fetch(pad.action, {
@@ -99,6 +120,23 @@
         ev.preventDefault();
         button.click();
       }
+    });
+  }
+
+  // a flow's prompt with typed vars: played under its form instead of opening the audio
+  for (const form of document.querySelectorAll('form[data-say]')) {
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const url = `${form.action}?${new URLSearchParams(new FormData(form))}`;
+      let audio = form.nextElementSibling;
+      if (!(audio instanceof HTMLAudioElement)) {
+        audio = document.createElement('audio');
+        audio.controls = true;
+        audio.setAttribute('aria-label', form.getAttribute('aria-label') || 'prompt');
+        form.after(audio);
+      }
+      audio.src = url;
+      audio.play().catch(() => {});
     });
   }
 })();

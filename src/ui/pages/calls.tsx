@@ -1,8 +1,12 @@
-/** Call pages: search, the list, and one call with its path, messages and timeline. */
+/**
+ * Call pages: search, the list, and one call with its path, messages, timeline and the
+ * prompts its menus play.
+ */
 import type { FC } from 'hono/jsx';
 import { CALL_STATES } from '../../calls/deps.ts';
 import type { CallSummary, CallView } from '../../calls/read.ts';
-import { keyLabel } from '../../flows/index.ts';
+import { type CompiledFlow, keyLabel } from '../../flows/index.ts';
+import { promptPath, spokenWords } from '../data.ts';
 import { Badge, Empty, Field, Time } from '../layout.tsx';
 
 /**
@@ -275,3 +279,99 @@ export const CallFacts: FC<{ call: CallView }> = ({ call }) => (
     </dd>
   </dl>
 );
+
+/** An intro that is not Switchboard's own prompt, as text (the console links nowhere else). */
+export const IntroText: FC<{ intro: string }> = ({ intro }) =>
+  intro === '' ? (
+    <span class="muted">not stored</span>
+  ) : /^https?:\/\//i.test(intro) ? (
+    <>
+      recorded audio: <code>{intro}</code>
+    </>
+  ) : (
+    <>
+      provider audio id <code>{intro}</code>
+    </>
+  );
+
+/**
+ * The call's prompts: each distinct intro of its menu, with the menus (index and node) that
+ * play it; Switchboard's own prompts (`/prompts/…`, with the call's vars) play here, from
+ * this origin. Menus the call went through are marked.
+ */
+export const CallPrompts: FC<{
+  call: CallView;
+  intros: string[];
+  compiled: CompiledFlow | undefined;
+}> = ({ call, intros, compiled }) => {
+  if (intros.length === 0) {
+    return (
+      <section aria-labelledby="prompts-heading">
+        <h2 id="prompts-heading">Prompts</h2>
+        <Empty>The menu of this call is not stored (any more).</Empty>
+      </section>
+    );
+  }
+  const nodes = new Map(compiled?.nodes.map((n) => [n.index, n]) ?? []);
+  const played = new Set(call.path.map((s) => s.node));
+  const now = call.state === 'ended' || call.state === 'failed' ? null : call.node;
+  // one row per distinct intro: retries and rounds often play the same one
+  const groups = new Map<string, number[]>();
+  intros.forEach((intro, i) => {
+    groups.set(intro, [...(groups.get(intro) ?? []), i]);
+  });
+  return (
+    <section aria-labelledby="prompts-heading">
+      <h2 id="prompts-heading">Prompts</h2>
+      <table aria-labelledby="prompts-heading">
+        <thead>
+          <tr>
+            <th scope="col">Menus</th>
+            <th scope="col">Prompt</th>
+            <th scope="col">Words</th>
+          </tr>
+        </thead>
+        <tbody>
+          {[...groups].map(([intro, indexes]) => {
+            const path = promptPath(intro);
+            const first = nodes.get(indexes[0]!);
+            return (
+              <tr data-prompt={path}>
+                <td>
+                  {indexes.map((i, n) => {
+                    const node = nodes.get(i)?.id;
+                    const mark =
+                      node === now ? ' (now)' : node && played.has(node) ? ' (played)' : '';
+                    return (
+                      <>
+                        {n > 0 && ', '}
+                        <code data-played={mark ? 'true' : undefined}>
+                          {node ? `${i}: ${node}` : String(i)}
+                        </code>
+                        {mark}
+                      </>
+                    );
+                  })}
+                </td>
+                <td>
+                  {path ? (
+                    // biome-ignore lint/a11y/useMediaCaption: the Words column is its transcript
+                    <audio
+                      controls
+                      preload="none"
+                      src={path}
+                      aria-label={`Prompt of menu ${first?.id ?? indexes[0]}`}
+                    />
+                  ) : (
+                    <IntroText intro={intro} />
+                  )}
+                </td>
+                <td>{path ? (spokenWords(first, call.lang, call.vars) ?? '') : ''}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+    </section>
+  );
+};

@@ -1,4 +1,7 @@
-/** Flow pages: the list, and one flow with its diagram, params, checks and counts. */
+/**
+ * Flow pages: the list, and one flow with its diagram, params, prompts (to listen to),
+ * checks and counts.
+ */
 import { basename } from 'node:path';
 import type { FC } from 'hono/jsx';
 import type { FlowStats } from '../../calls/read.ts';
@@ -10,7 +13,8 @@ import {
   nodeLabel,
 } from '../../flows/index.ts';
 import type { NodeCounts } from '../diagram.ts';
-import { Empty, Notice } from '../layout.tsx';
+import { Empty, Field, Notice } from '../layout.tsx';
+import { IntroText } from './calls.tsx';
 
 export const FlowsList: FC<{ flows: LoadedFlow[] }> = ({ flows }) =>
   flows.length === 0 ? (
@@ -207,13 +211,105 @@ function wrongBreakdown(total: number, inputs: Record<string, number> | undefine
   return ` (${parts.join(', ')})`;
 }
 
+/** One distinct prompt of a flow in one language, with the nodes that play it. */
+export interface FlowPromptRow {
+  /** node ids, in menu order */
+  nodes: string[];
+  lang: string;
+  /** `say: <text>`, or the URL or provider id as written */
+  label: string;
+  /** a recorded URL or provider id (not spoken by Switchboard) */
+  recorded?: string;
+  /** a spoken prompt without params: the same-origin path of its shared audio */
+  audio?: string;
+  /** a spoken prompt with params: the form's inputs, defaults filled in */
+  params?: Array<{ name: string; type: string; value: string }>;
+}
+
+/**
+ * The flow's prompts: a shared spoken one plays here; one with params has a small form that
+ * asks GET /ui/flows/{id}/say for it with the vars typed (console.js plays the answer in
+ * place; without it the browser opens the audio). Recorded audio is named, not linked.
+ */
+const FlowPrompts: FC<{ flowId: string; rows: FlowPromptRow[] | undefined }> = ({
+  flowId,
+  rows,
+}) => (
+  <>
+    <h2 id="flow-prompts-heading">Prompts</h2>
+    {!rows ? (
+      <p class="muted">Spoken prompts cannot be played here (no speech engine).</p>
+    ) : rows.length === 0 ? (
+      <Empty>This flow has no prompts.</Empty>
+    ) : (
+      <table aria-labelledby="flow-prompts-heading">
+        <thead>
+          <tr>
+            <th scope="col">Menus</th>
+            <th scope="col">Language</th>
+            <th scope="col">Prompt</th>
+            <th scope="col">Listen</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((r, i) => (
+            <tr>
+              <td>
+                <code>{r.nodes.join(', ')}</code>
+              </td>
+              <td>{r.lang}</td>
+              <td>{r.recorded === undefined ? r.label : <IntroText intro={r.recorded} />}</td>
+              <td>
+                {r.audio && (
+                  // biome-ignore lint/a11y/useMediaCaption: the Prompt column is its transcript
+                  <audio
+                    controls
+                    preload="none"
+                    src={r.audio}
+                    aria-label={`Prompt of ${r.nodes[0]} in ${r.lang}`}
+                  />
+                )}
+                {r.params && (
+                  <form
+                    class="search"
+                    method="get"
+                    action={`/ui/flows/${encodeURIComponent(flowId)}/say`}
+                    data-say=""
+                    aria-label={`Hear the prompt of ${r.nodes[0]} in ${r.lang} with these vars`}
+                  >
+                    <input type="hidden" name="node" value={r.nodes[0]} />
+                    <input type="hidden" name="lang" value={r.lang} />
+                    {r.params.map((p) => (
+                      <Field id={`say-${i}-${p.name}`} label={p.name}>
+                        <input
+                          id={`say-${i}-${p.name}`}
+                          name={`var.${p.name}`}
+                          value={p.value}
+                          size={14}
+                        />
+                      </Field>
+                    ))}
+                    <button type="submit">Play</button>
+                  </form>
+                )}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    )}
+  </>
+);
+
 export const FlowPage: FC<{
   flow: LoadedFlow;
   stats: FlowStats;
   diagram: DiagramSources | null;
   counts: Map<string, NodeCounts>;
   canTry: boolean;
-}> = ({ flow, stats, diagram, counts, canTry }) => {
+  /** undefined: no speech engine to play spoken prompts with */
+  prompts?: FlowPromptRow[] | undefined;
+}> = ({ flow, stats, diagram, counts, canTry, prompts }) => {
   const c = flow.compiled;
   const params = Object.entries(c?.params ?? {});
   return (
@@ -289,6 +385,8 @@ export const FlowPage: FC<{
           </tbody>
         </table>
       )}
+
+      {c && <FlowPrompts flowId={flow.id} rows={prompts} />}
 
       <h2>Checks</h2>
       <IssueList flow={flow} />

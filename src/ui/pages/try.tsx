@@ -1,4 +1,7 @@
-/** "Try a flow": the form that starts a sandbox call, and the keypad that plays the callee. */
+/**
+ * "Try a flow": the form that starts a sandbox call, the keypad that plays the callee, and
+ * the prompt of the menu the callee is in (console.js swaps and plays it as the call moves).
+ */
 import type { FC } from 'hono/jsx';
 import type { ErrorDetail } from '../../errors.ts';
 import type { CompiledFlow, LoadedFlow } from '../../flows/index.ts';
@@ -233,5 +236,52 @@ export const Keypad: FC<{ callId: string; status?: string | undefined }> = (prop
     <p id="keypad-status" role="status" aria-live="polite">
       {props.status ?? ''}
     </p>
+  </section>
+);
+
+/**
+ * What the callee hears now: the current menu's prompt when Switchboard speaks it. The live
+ * stream names each new one (`prompt`); console.js loads it and, once the user has pressed
+ * a key (browsers allow sound after a click), plays it. Without JavaScript the page's prompt
+ * list has every prompt of the call.
+ */
+/** The line naming the current menu (sent again by the live stream as it moves). */
+export const NowPlayingMenu: FC<{
+  node: string | null;
+  prompt: string | undefined;
+  /** what the prompt says in this call: the audio's transcript */
+  words?: string | undefined;
+}> = (props) =>
+  props.node ? (
+    <>
+      Menu <code>{props.node}</code>
+      {props.prompt
+        ? props.words && `: “${props.words}”`
+        : ': its prompt is recorded audio or a provider id (see Prompts).'}
+    </>
+  ) : (
+    <>No menu plays now.</>
+  );
+
+export const NowPlaying: FC<{
+  node: string | null;
+  prompt: string | undefined;
+  words?: string | undefined;
+}> = (props) => (
+  <section aria-labelledby="now-playing-heading">
+    <h2 id="now-playing-heading">Now playing</h2>
+    <p id="now-playing-menu" class="muted">
+      <NowPlayingMenu node={props.node} prompt={props.prompt} words={props.words} />
+    </p>
+    {/* biome-ignore lint/a11y/useMediaCaption: the line above is its transcript */}
+    <audio
+      controls
+      preload="none"
+      data-now-playing=""
+      aria-labelledby="now-playing-heading"
+      aria-describedby="now-playing-menu"
+      src={props.prompt}
+      hidden={props.prompt ? undefined : true}
+    />
   </section>
 );
