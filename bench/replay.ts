@@ -1,6 +1,6 @@
 /**
  * (h) Replay before release (issue 24, point 6): a few thousand calls of
- * `flows/appointment-reminder.yaml` are stored through the real ingest path, then replayed
+ * `bench/flows/appointment-reminder.yaml` (the recorded-prompt copy the bench server runs) are stored through the real ingest path, then replayed
  * through a changed flow, and the two rates are reported side by side.
  *
  * - Ingest: the calls are started through `POST /v1/calls/batch` and sent to the sandbox,
@@ -132,11 +132,12 @@ function rounds(calls: StoredCall[]): { body: string; headers: Record<string, st
 
 /** The flow's file with outcome `confirmed` renamed and key 1's SMS reworded. */
 function changedFlow(): string {
-  const source = readFileSync(join(ROOT, 'flows', `${FLOW}.yaml`), 'utf8');
+  const source = readFileSync(join(ROOT, 'bench', 'flows', `${FLOW}.yaml`), 'utf8');
   const changed = source
     .replaceAll('outcome: confirmed', 'outcome: accepted')
     .replace('Thanks {{name}}, see you on {{date}}.', 'See you on {{date}}, {{name}}.');
-  if (changed === source) throw new Error(`flows/${FLOW}.yaml has no outcome "confirmed" left`);
+  if (changed === source)
+    throw new Error(`bench/flows/${FLOW}.yaml has no outcome "confirmed" left`);
   return changed;
 }
 

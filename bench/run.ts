@@ -8,14 +8,17 @@
  *   sandbox (`bench/sandbox-server.ts`) as its PROVIDER_BASE_URL, and a bare Hono JSON
  *   endpoint (`bench/bare-server.ts`). Load comes from this process (autocannon).
  * - One Switchboard process serves every part, so its peak RSS (VmHWM) covers the whole run.
+ *   Its flows are bench/flows/ (FLOWS_DIR), copies kept for the bench, so a change to the
+ *   example flows in flows/ does not change what a part measures.
  * - Part (memory) first (bench/memory.ts): a server of its own on the embedded database, RSS
  *   after 60 s idle and through the README's walk-through; `BENCH_ONLY=memory` runs it alone,
  *   without Postgres.
  * - Prints a table and writes `bench/results/<timestamp>.json`.
  *
  * BENCH_SECONDS (default 10) sets each measured load's length; BENCH_SCALE (default 1) scales
- * the data sets down for a quick trial (the goals are judged at 1 only); BENCH_ONLY=a,b,c,d,g,h,memory
- * runs some parts only ((h): stored calls replayed through a changed flow, bench/replay.ts); BENCH_PROF=<dir> writes a CPU profile of the server there;
+ * the data sets down for a quick trial (the goals are judged at 1 only); BENCH_ONLY=a,b,c,d,g,h,i,memory
+ * runs some parts only ((h): stored calls replayed through a changed flow, bench/replay.ts;
+ * (i): spoken prompts against recorded ones, bench/spoken.ts); BENCH_PROF=<dir> writes a CPU profile of the server there;
  * BENCH_LOG_LEVEL sets the server's LOG_LEVEL (default info, as deployed); BENCH_KEEP_LOGS=1
  * keeps the children's logs (e.g. for BENCH_NODE_ARGS=--trace-gc); BENCH_TRACE=<dir> writes each
  * open-loop load's requests there as CSV, to line slow ones up with those logs.
@@ -40,6 +43,7 @@ import { benchMemory, type MemoryBench } from './memory.ts';
 import { benchRead, type ReadBench } from './read.ts';
 import { benchReplay, type ReplayBench } from './replay.ts';
 import { benchSpeech, type SpeechBench } from './speech.ts';
+import { benchSpoken, type SpokenBench } from './spoken.ts';
 
 const READY = /"port":(\d+),"msg":"listening"/;
 
@@ -88,6 +92,7 @@ function goals(r: {
   read: Outcome<ReadBench>;
   events: Outcome<EventsBench>;
   replay: Outcome<ReplayBench>;
+  spoken: Outcome<SpokenBench>;
   compile: CompileBench;
   peakRssMB: number;
   peakRssInPartMB: Record<string, number>;
@@ -118,6 +123,11 @@ function goals(r: {
     done(r.replay)
       ? replayRow(r.replay)
       : missing('(h) stored calls replayed through a changed flow', 'reported', r.replay),
+  );
+  rows.push(
+    ...(done(r.spoken)
+      ? spokenRows(r.spoken)
+      : [missing('(i) spoken prompts: server CPU per call started, / recorded', '<= 3', r.spoken)]),
   );
   return [...rows, ...restRows(compile, r.peakRssMB, r.peakRssInPartMB)];
 }
@@ -153,6 +163,66 @@ function replayRow(r: ReplayBench): GoalRow {
     target: 'reported',
     met: null,
   };
+}
+
+/** (i): the issue's goals for spoken prompts, CPU per call against recorded and memory. */
+function spokenRows(s: SpokenBench): GoalRow[] {
+  const cpu = (name: string, c: SpokenBench['recorded'], ratio: number): GoalRow => ({
+    goal: `(i) spoken, ${name}: server CPU per call started / recorded`,
+    figure: `${c.cpu.switchboardUsPerRequest} / ${s.recorded.cpu.switchboardUsPerRequest} us = ${ratio}`,
+    target: `<= ${s.goalRatio}`,
+    met: ratio <= s.goalRatio,
+  });
+  const h = s.cacheHit;
+  return [
+    cpu(`every name new (${s.spokenDistinct.names} names)`, s.spokenDistinct, s.ratio.distinct),
+    cpu(
+      `pool (${s.spokenPool.names} names, ${s.spokenPool.dates} dates)`,
+      s.spokenPool,
+      s.ratio.pool,
+    ),
+    {
+      goal: `(i) render a ${round(s.render.audioMs / 1000, 1)} s prompt / GET a rendered one`,
+      figure: `${s.render.engineMs} + ${s.render.encodeMs} ms CPU (engine + WAV 8k) / p50 ${h.oneConnection.p50} ms, p99 ${h.oneConnection.p99} ms; ${h.saturation.rps} GET/s = ${h.mbPerSecond} MB/s`,
+      target: 'reported',
+      met: null,
+    },
+    {
+      goal: `(i) server RSS rise, ${s.memory.calls} spoken calls in one batch`,
+      figure: `+${s.memory.riseMB} MB (${s.memory.rssBeforeMB} -> ${s.memory.rssPeakMB} MB)`,
+      target: `<= +${s.memory.goalMB} MB`,
+      met: s.memory.riseMB <= s.memory.goalMB,
+    },
+  ];
+}
+
+/** (i) in full: the three cases side by side. */
+function printSpoken(s: SpokenBench): void {
+  const row = (name: string, c: SpokenBench['recorded'], ratio: string) => [
+    name,
+    String(c.calls),
+    `${c.names} / ${c.dates}`,
+    String(c.seconds),
+    String(c.cpu.switchboardUsPerRequest),
+    String(c.cpu.postgresUsPerRequest),
+    ratio,
+  ];
+  printGrid(
+    [
+      '(i) calls started',
+      'calls',
+      'names / dates',
+      'seconds',
+      'server us/call',
+      'Postgres us/call',
+      'server / recorded',
+    ],
+    [
+      row('recorded', s.recorded, '1'),
+      row('spoken, every name new', s.spokenDistinct, String(s.ratio.distinct)),
+      row('spoken, pool', s.spokenPool, String(s.ratio.pool)),
+    ],
+  );
 }
 
 /** (h) in full: the same calls, ingested and replayed, side by side. */
@@ -461,6 +531,8 @@ async function main(): Promise<void> {
         // part (g)'s endpoint is a receiver on this machine's loopback
         OUTBOUND_ALLOW_PRIVATE: 'true',
         LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+        // the bench's own copies: (c) and (h) keep recorded prompts, (i) has its two flows
+        FLOWS_DIR: join(ROOT, 'bench/flows'),
       },
       ready: READY,
       logDir,
@@ -508,6 +580,8 @@ async function main(): Promise<void> {
     const speech = await part('c', () => benchSpeech(ctx));
     // (h) last: its calls are counted from its own start, after (c)'s of the same flow
     const replay = await part('h', () => benchReplay(ctx));
+    // (i) after (h): flows of its own, and it renders speech, which (f)'s peak should show
+    const spoken = await part('i', () => benchSpoken(ctx));
     const peakRssMB = round((memory.stop() * 1024) / 1e6, 1);
 
     const results = {
@@ -518,6 +592,7 @@ async function main(): Promise<void> {
       read,
       events,
       replay,
+      spoken,
       compile,
       peakRssMB,
       peakRssAfterMB: rssMB,
@@ -533,6 +608,10 @@ async function main(): Promise<void> {
     }
     if (done(replay)) {
       printReplay(replay);
+      console.log('');
+    }
+    if (done(spoken)) {
+      printSpoken(spoken);
       console.log('');
     }
     printTable(rows);
