@@ -275,7 +275,8 @@ describe("the README's commands", () => {
         expectSuccess(run, 'the flow commands');
         expect(run.stdout).toMatch(/^\d+ flows, 0 errors/m);
         // compile: the provider's menu JSON, in Ukrainian (--lang uk)
-        expect(run.stdout).toContain('"introUrl": "https://cdn.example.com/ivr/uk/reminder.mp3"');
+        // a spoken prompt, without a server to serve it: the words the call would hear
+        expect(run.stdout).toMatch(/"introUrl": "say: Добрий день, [^"]+"/);
         // graph: Mermaid
         expect(run.stdout).toMatch(/^flowchart TD$/m);
         // simulate: silence, a retry, 9 for a second round, then 1: confirmed and its SMS

@@ -79,6 +79,10 @@ const ROUTES: Record<string, RouteEntry> = {
   'GET /ui/assets/:file': { params: { file: 'console.js' } },
   'GET /ui/flows': {},
   'GET /ui/flows/:id': { params: { id: 'appointment-reminder' } },
+  'GET /ui/flows/:id/say': {
+    params: { id: 'appointment-reminder' },
+    query: ['node', 'lang', 'var.name', 'var.date'],
+  },
   'GET /ui/calls': { query: ['state', 'flow', 'cursor'] },
   'GET /ui/calls/:id': {
     params: { id: '00000000-0000-4000-8000-000000000000' },

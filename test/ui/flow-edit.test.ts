@@ -156,7 +156,7 @@ describeEachEngine('the flow editor', (ctx) => {
     expect(broken.errors).toEqual([
       {
         file: `flows/${FLOW}.yaml`,
-        line: 19,
+        line: 22,
         column: 7,
         rule: 'INVALID_KEY',
         severity: 'error',
@@ -189,7 +189,7 @@ describeEachEngine('the flow editor', (ctx) => {
     const area = html.match(/<textarea[^>]*id="source"[^>]*>([\s\S]*?)<\/textarea>/)?.[1];
     expect(text(area ?? '')).toContain('"9x": [ { goto: main } ]');
     expect(html).toMatch(
-      new RegExp(`data-line="19" data-column="7">flows/${FLOW}\\.yaml:19:7</a>`),
+      new RegExp(`data-line="22" data-column="7">flows/${FLOW}\\.yaml:22:7</a>`),
     );
     expect(text(html)).toContain('1 error: the draft does not compile.');
     expect(html).toMatch(/data-edit-diagram="folded"[^>]*><pre><\/pre>/);
@@ -287,7 +287,7 @@ describeEachEngine('the flow editor', (ctx) => {
     expect(text(await read.text())).toContain('has no admin scope');
     const invalid = await save(adminToken.token, BROKEN);
     expect(invalid.status).toBe(400);
-    expect(await invalid.text()).toMatch(new RegExp(`flows/${FLOW}\\.yaml:19:7`));
+    expect(await invalid.text()).toMatch(new RegExp(`flows/${FLOW}\\.yaml:22:7`));
     expect(readFileSync(file, 'utf8')).toBe(ORIGINAL);
 
     const inode = statSync(file).ino;
@@ -344,7 +344,7 @@ describeEachEngine('the flow editor', (ctx) => {
       {
         path: 'source',
         code: 'INVALID_KEY',
-        message: `${file}:19:7 "9x" is not a key: keys are 0-9, * and # (quote * and # in YAML)`,
+        message: `${file}:22:7 "9x" is not a key: keys are 0-9, * and # (quote * and # in YAML)`,
       },
     ]);
     expect(readFileSync(file, 'utf8')).toBe(before);
