@@ -73,6 +73,12 @@ export interface SpeechEngine {
    * Rejects with a `SpeechError` for bad input or a failed engine.
    */
   synthesize(text: string, options: SpeechOptions): Promise<SynthesizedSpeech>;
+  /**
+   * Optional: several texts in one go, each answered as `synthesize` would (the same checks,
+   * one result per text, in order), for engines whose cost is mostly per request. Callers
+   * fall back to `synthesize` per text when it is absent.
+   */
+  synthesizeMany?(texts: readonly string[], options: SpeechOptions): Promise<SynthesizedSpeech[]>;
 }
 
 /** The slowest and fastest `rate` a request may ask for. */

@@ -29,7 +29,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { decodeWav } from './audio.ts';
+import { decodeWav, SILENCE_THRESHOLD } from './audio.ts';
 import {
   checkSpeechRequest,
   type SpeechEngine,
@@ -412,6 +412,23 @@ export function createEspeakEngine(options: { maxTextLength?: number } = {}): Sp
       const loaded = await loadEspeakOrFail();
       return synthesizeNow(loaded, checkedArgs(loaded, text, request));
     },
+    async synthesizeMany(texts, request) {
+      const loaded = await loadEspeakOrFail();
+      const jobs = texts.map((text) => checkedArgs(loaded, text, request));
+      if (jobs.length <= 1) return Promise.all(jobs.map((job) => synthesizeNow(loaded, job)));
+      // one run says them all, a long break apart, and its audio is cut at the breaks: a
+      // run's start costs far more than a short text (docs/performance.md, part (i))
+      const joined = {
+        // SSML (-m), so the breaks are obeyed; each text is escaped, so nothing in it is
+        text: `<speak>${jobs.map((j) => escapeXml(j.text)).join(`<break time="${BATCH_BREAK_MS}ms"/>`)}</speak>`,
+        args: ['-m', ...jobs[0]!.args],
+      };
+      const all = await synthesizeNow(loaded, joined);
+      const pieces = splitAtBreaks(all.samples, all.sampleRate, jobs.length);
+      // a text with a pause as long as the break in it (it cannot be cut right): one by one
+      if (!pieces) return Promise.all(jobs.map((job) => synthesizeNow(loaded, job)));
+      return pieces.map((samples) => ({ samples, sampleRate: all.sampleRate }));
+    },
   };
 
   function checkedArgs(loaded: LoadedEspeak, text: string, request: SpeechOptions) {
@@ -436,6 +453,43 @@ export function createEspeakEngine(options: { maxTextLength?: number } = {}): Sp
   }
 
   return engine;
+}
+
+/** The break between texts said in one run, and the shortest silence taken for one. */
+const BATCH_BREAK_MS = 1200;
+const BATCH_SPLIT_MS = 900;
+/** Silence kept around each piece cut out (trimSilence evens the edges later). */
+const BATCH_EDGE_MS = 80;
+
+function escapeXml(text: string): string {
+  return text.replace(/[<>&"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/**
+ * The audio cut at its silences of at least BATCH_SPLIT_MS, into exactly `count` pieces;
+ * undefined when it does not cut into that many (the caller then says each text alone).
+ */
+export function splitAtBreaks(
+  samples: Int16Array,
+  sampleRate: number,
+  count: number,
+): Int16Array[] | undefined {
+  const minGap = Math.round((BATCH_SPLIT_MS / 1000) * sampleRate);
+  const edge = Math.round((BATCH_EDGE_MS / 1000) * sampleRate);
+  const pieces: Int16Array[] = [];
+  let start = 0;
+  let quietFrom = -1;
+  for (let i = 0; i < samples.length; i++) {
+    if (Math.abs(samples[i]!) >= SILENCE_THRESHOLD) {
+      if (quietFrom >= 0 && i - quietFrom >= minGap && quietFrom > start) {
+        pieces.push(samples.slice(start, quietFrom + edge));
+        start = i - edge;
+      }
+      quietFrom = -1;
+    } else if (quietFrom < 0) quietFrom = i;
+  }
+  pieces.push(samples.slice(start, quietFrom >= 0 ? quietFrom : samples.length));
+  return pieces.length === count ? pieces : undefined;
 }
 
 async function synthesizeNow(

@@ -67,6 +67,22 @@ export interface PromptService {
   render(request: PromptRequest, scope?: PromptScope): Promise<RenderedPrompt>;
   /** The audio of a request, encoded in SPEECH_FORMAT but not stored (a console preview). */
   encode(request: PromptRequest): Promise<{ body: Uint8Array; durationMs: number }>;
+  /**
+   * The audio of requests that share language, voice and rate, encoded but not stored: in one
+   * engine run when the engine can (`synthesizeMany`), else one by one.
+   */
+  encodeMany(requests: readonly PromptRequest[]): Promise<EncodedPrompt[]>;
+  /** The public id of stored audio, under the current secret. */
+  publicIdOf(contentHash: string): string;
+}
+
+/** Encoded audio with what the store keeps about it. */
+export interface EncodedPrompt {
+  body: Uint8Array;
+  contentHash: string;
+  ext: string;
+  contentType: string;
+  durationMs: number;
 }
 
 export interface PromptServiceDeps {
@@ -98,11 +114,14 @@ export function createPromptService(deps: PromptServiceDeps): PromptService {
     contentType: p.contentType,
   });
 
-  async function synthesize(request: PromptRequest) {
+  const optionsOf = (request: PromptRequest): SpeechOptions => {
     const options: SpeechOptions = { lang: request.lang };
     if (request.voice !== undefined) options.voice = request.voice;
     if (request.rate !== undefined) options.rate = request.rate;
-    const speech = await deps.engine.synthesize(request.text, options);
+    return options;
+  };
+
+  const encoded = (request: PromptRequest, speech: { samples: Int16Array; sampleRate: number }) => {
     const samples = request.piece
       ? trimSilence(speech.samples, speech.sampleRate, PIECE_EDGE_MS)
       : speech.samples;
@@ -110,6 +129,10 @@ export function createPromptService(deps: PromptServiceDeps): PromptService {
       encoded: encodeAudio(samples, speech.sampleRate, deps.format),
       durationMs: Math.round((samples.length / speech.sampleRate) * 1000),
     };
+  };
+
+  async function synthesize(request: PromptRequest) {
+    return encoded(request, await deps.engine.synthesize(request.text, optionsOf(request)));
   }
 
   async function renderNow(
@@ -145,6 +168,27 @@ export function createPromptService(deps: PromptServiceDeps): PromptService {
     async encode(request) {
       const { encoded, durationMs } = await synthesize(request);
       return { body: encoded.body, durationMs };
+    },
+    publicIdOf,
+    async encodeMany(requests) {
+      const first = requests[0];
+      if (!first) return [];
+      const speeches = deps.engine.synthesizeMany
+        ? await deps.engine.synthesizeMany(
+            requests.map((r) => r.text),
+            optionsOf(first),
+          )
+        : await Promise.all(requests.map((r) => deps.engine.synthesize(r.text, optionsOf(r))));
+      return speeches.map((speech, i) => {
+        const { encoded: file, durationMs } = encoded(requests[i]!, speech);
+        return {
+          body: file.body,
+          contentHash: audioContentHash(file.body),
+          ext: file.extension,
+          contentType: file.contentType,
+          durationMs,
+        };
+      });
     },
     render(request, scope = {}) {
       const requestHash = speechRequestHash({

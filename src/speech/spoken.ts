@@ -33,6 +33,7 @@ import type { SpeechEngine } from './engine.ts';
 import { speechPublicId, speechRequestHash } from './ids.ts';
 import {
   createPromptService,
+  type PromptRequest,
   type PromptService,
   pieceEngine,
   speechEngineFor,
@@ -115,6 +116,8 @@ const PLAN_CACHE_LIMIT = 10_000;
 const RENDERED_CACHE_LIMIT = 50_000;
 /** Prompts rendered per dispatcher round at most (the rest in the next). */
 const PENDING_BATCH = 2000;
+/** Texts one engine run says at most (its start is most of a short text's cost). */
+const RENDER_BATCH = 40;
 
 export function createSpokenPrompts(deps: SpokenPromptsDeps): SpokenPrompts {
   const { ext, contentType } = EXT[deps.format];
@@ -213,42 +216,126 @@ export function createSpokenPrompts(deps: SpokenPromptsDeps): SpokenPrompts {
   // removed since) only costs `read` a fresh render.
   const rendered = new Map<string, { contentHash: string; durationMs: number }>();
 
+  // shared pieces whose shared use this process has recorded (it is written once)
+  const sharedUses = new Set<string>();
+
+  const remember = (hash: string, audio: { contentHash: string; durationMs: number }) => {
+    if (rendered.size >= RENDERED_CACHE_LIMIT) rendered.delete(rendered.keys().next().value!);
+    rendered.set(hash, audio);
+  };
+
+  /**
+   * Renders the pieces no earlier render left (`fresh`: every piece again): those stored
+   * already are found in one query; the rest are synthesized a batch of the same language,
+   * voice and rate per engine run (RENDER_BATCH texts) and stored. A batch that fails is
+   * tried a text at a time; what still fails is returned, so its prompts are not retried
+   * every round.
+   */
+  async function renderPieces(rows: readonly Pending[], fresh: boolean): Promise<Set<string>> {
+    const need = new Map<string, PromptRequest>();
+    for (const row of rows) {
+      for (const piece of row.pieces) {
+        if ((!fresh && rendered.has(piece.requestHash)) || need.has(piece.requestHash)) continue;
+        need.set(piece.requestHash, {
+          text: piece.text,
+          lang: row.lang,
+          ...(row.voice !== null && { voice: row.voice }),
+          ...(row.rate !== null && { rate: row.rate }),
+          piece: true,
+        });
+      }
+    }
+    const failed = new Set<string>();
+    if (need.size === 0) return failed;
+    if (!fresh) {
+      for (const [hash, audio] of await deps.store.findAny([...need.keys()])) {
+        remember(hash, audio);
+        need.delete(hash);
+      }
+    }
+    // texts said in one engine run share its options
+    const groups = new Map<string, Array<[string, PromptRequest]>>();
+    for (const entry of need) {
+      const r = entry[1];
+      const key = `${r.lang}\0${r.voice ?? ''}\0${r.rate ?? ''}`;
+      groups.set(key, [...(groups.get(key) ?? []), entry]);
+    }
+    const now = deps.clock.now();
+    for (const group of groups.values()) {
+      for (let i = 0; i < group.length; i += RENDER_BATCH) {
+        const batch = group.slice(i, i + RENDER_BATCH);
+        const audio = await encodeOrEach(batch.map(([, r]) => r));
+        const ok = batch.flatMap(([hash], n) => {
+          const a = audio[n];
+          if (!a) failed.add(hash);
+          return a ? [{ hash, a }] : [];
+        });
+        await deps.store.saveAudio(
+          ok.map(({ a }) => ({ ...a, publicId: deps.prompts.publicIdOf(a.contentHash) })),
+          now,
+        );
+        for (const { hash, a } of ok) {
+          remember(hash, { contentHash: a.contentHash, durationMs: a.durationMs });
+        }
+      }
+    }
+    return failed;
+  }
+
+  /** A batch in one run; if that fails, each alone (undefined where one fails too). */
+  async function encodeOrEach(requests: PromptRequest[]) {
+    try {
+      return await deps.prompts.encodeMany(requests);
+    } catch {
+      return Promise.all(
+        requests.map((r) =>
+          deps.prompts.encodeMany([r]).then(
+            ([a]) => a,
+            () => undefined,
+          ),
+        ),
+      );
+    }
+  }
+
   /** Renders each row's pieces (reusing what is stored) and records their parts. */
   async function renderRows(rows: readonly Pending[], fresh = false): Promise<void> {
-    const done: Array<{ id: number; parts: string[]; duration_ms: number }> = [];
-    const uses: Array<{ requestHash: string; callId: string; contentHash: string }> = [];
+    if (rows.length === 0) return;
+    const failed = await renderPieces(rows, fresh);
+    const done: Array<{ id: number; parts: string[] | null; duration_ms: number | null }> = [];
+    const uses = new Map<
+      string,
+      { requestHash: string; callId: string | null; contentHash: string }
+    >();
     for (const row of rows) {
       const parts: string[] = [];
       let durationMs = 0;
       for (const piece of row.pieces) {
+        const audio = failed.has(piece.requestHash) ? undefined : rendered.get(piece.requestHash);
+        if (!audio) break;
         // a piece with someone's details is that call's; the flow's own words are shared
-        const callId = piece.personal && row.callId !== null ? row.callId : undefined;
-        let audio = fresh ? undefined : rendered.get(piece.requestHash);
-        if (audio) {
-          if (callId !== undefined)
-            uses.push({ requestHash: piece.requestHash, callId, contentHash: audio.contentHash });
-        } else {
-          const r = await deps.prompts.render(
-            {
-              text: piece.text,
-              lang: row.lang,
-              ...(row.voice !== null && { voice: row.voice }),
-              ...(row.rate !== null && { rate: row.rate }),
-              piece: true,
-            },
-            callId !== undefined ? { callId } : {},
-          );
-          audio = { contentHash: r.contentHash, durationMs: r.durationMs };
-          if (rendered.size >= RENDERED_CACHE_LIMIT) rendered.delete(rendered.keys().next().value!);
-          rendered.set(piece.requestHash, audio);
+        const callId = piece.personal && row.callId !== null ? row.callId : null;
+        if (callId !== null || !sharedUses.has(piece.requestHash)) {
+          uses.set(`${piece.requestHash} ${callId}`, {
+            requestHash: piece.requestHash,
+            callId,
+            contentHash: audio.contentHash,
+          });
         }
         parts.push(audio.contentHash);
         durationMs += audio.durationMs;
       }
-      done.push({ id: row.id, parts, duration_ms: durationMs });
+      // a prompt a piece of which cannot be rendered is done with, without parts: GET tries
+      // once more, and answers with the reason
+      const complete = parts.length === row.pieces.length;
+      done.push({
+        id: row.id,
+        parts: complete ? parts : null,
+        duration_ms: complete ? durationMs : null,
+      });
     }
-    if (done.length === 0) return;
-    await deps.store.addUses(uses, deps.clock.now());
+    await deps.store.addUses([...uses.values()], deps.clock.now());
+    for (const u of uses.values()) if (u.callId === null) sharedUses.add(u.requestHash);
     await deps.db.execute(sql`
       update prompt_compositions c
       set parts = v.parts, duration_ms = v.duration_ms, rendered_at = ${deps.clock.now().toISOString()}::timestamptz

@@ -76,11 +76,20 @@ export interface PromptStore {
    * when any of them is gone.
    */
   bodies(contentHashes: readonly string[]): Promise<Uint8Array[] | undefined>;
-  /** Records that calls use audio rendered before (a piece with their details). */
+  /** Records uses of stored audio: a call's (a piece with their details), or shared (null). */
   addUses(
-    uses: readonly { requestHash: string; callId: string; contentHash: string }[],
+    uses: readonly { requestHash: string; callId: string | null; contentHash: string }[],
     now: Date,
   ): Promise<void>;
+  /**
+   * The audio stored for any of these request hashes (any use: shared or a call's), whose
+   * bytes are there; one query.
+   */
+  findAny(
+    requestHashes: readonly string[],
+  ): Promise<Map<string, { contentHash: string; durationMs: number }>>;
+  /** Stores audio rows (and files) in one statement; the same audio again is marked used. */
+  saveAudio(audio: readonly (StoredPrompt & { body: Uint8Array })[], now: Date): Promise<void>;
   /** Removes PROMPTS_DIR files whose rows are gone (nothing to do in the database store). */
   removeFiles(files: readonly PromptFileName[]): Promise<void>;
 }
@@ -282,6 +291,54 @@ export function createPromptStore(db: Db, options: { dir?: string | undefined } 
           .insert(promptUses)
           .values(uses.slice(i, i + 1000).map((u) => ({ ...u, createdAt: now })))
           .onConflictDoNothing();
+      }
+    },
+
+    async findAny(requestHashes) {
+      const found = new Map<string, { contentHash: string; durationMs: number }>();
+      if (requestHashes.length === 0) return found;
+      const rows = await db
+        .selectDistinctOn([promptUses.requestHash], {
+          requestHash: promptUses.requestHash,
+          contentHash: promptAudio.contentHash,
+          durationMs: promptAudio.durationMs,
+          ext: promptAudio.ext,
+        })
+        .from(promptUses)
+        .innerJoin(promptAudio, eq(promptAudio.contentHash, promptUses.contentHash))
+        .where(inArray(promptUses.requestHash, [...requestHashes]));
+      for (const row of rows) {
+        if (await fileExists(row)) {
+          found.set(row.requestHash, { contentHash: row.contentHash, durationMs: row.durationMs });
+        }
+      }
+      return found;
+    },
+
+    async saveAudio(list, now) {
+      // one row per content hash: a statement may not update the same row twice
+      const audio = [...new Map(list.map((a) => [a.contentHash, a])).values()];
+      for (const a of audio) await writeBody(a, a.body);
+      for (let i = 0; i < audio.length; i += 200) {
+        await db
+          .insert(promptAudio)
+          .values(
+            audio.slice(i, i + 200).map((a) => ({
+              contentHash: a.contentHash,
+              publicId: a.publicId,
+              ext: a.ext,
+              contentType: a.contentType,
+              durationMs: a.durationMs,
+              sizeBytes: a.body.byteLength,
+              body: dir === undefined ? a.body : null,
+              createdAt: now,
+              lastUsedAt: now,
+            })),
+          )
+          .onConflictDoUpdate({
+            target: promptAudio.contentHash,
+            set: { lastUsedAt: now, publicId: sql`excluded.public_id` },
+          });
       }
     },
 
