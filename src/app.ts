@@ -38,6 +38,7 @@ import { createOutboundPolicy } from './http/outbound.ts';
 import { pageHeaders } from './http/page-headers.ts';
 import { auditRoutes } from './http/routes/audit.ts';
 import { callRoutes } from './http/routes/calls.ts';
+import { campaignRoutes } from './http/routes/campaigns.ts';
 import { endpointRoutes } from './http/routes/endpoints.ts';
 import { flowReplayRoutes } from './http/routes/flow-replay.ts';
 import { flowVersionRoutes } from './http/routes/flow-versions.ts';
@@ -46,6 +47,7 @@ import { flowRoutes } from './http/routes/flows.ts';
 import { hookRoutes } from './http/routes/hooks.ts';
 import { inboundRoutes } from './http/routes/inbound.ts';
 import { messageRoutes } from './http/routes/messages.ts';
+import { optOutRoutes } from './http/routes/opt-outs.ts';
 import { promptRoutes } from './http/routes/prompts.ts';
 import { subjectRoutes } from './http/routes/subjects.ts';
 import { systemRoutes } from './http/routes/system.ts';
@@ -141,9 +143,10 @@ export function createApp(deps: AppDeps) {
     hookUrl: `${deps.config.publicUrl}/hooks/speechcall`,
     ...(deps.onQueued && { onQueued: deps.onQueued }),
   };
-  const ingest: IngestDeps = {
+  const ingest: IngestDeps & { optOutWords: readonly string[] } = {
     db,
     clock,
+    optOutWords: deps.config.optOutWords,
     statusMap: statusMapWith(deps.config.deliveryStatusMap),
     onRecorded: callStatusHook(calls),
   };
@@ -186,6 +189,7 @@ export function createApp(deps: AppDeps) {
     }),
   );
   app.route('/', inboundRoutes({ db }));
+  app.route('/', optOutRoutes({ db, clock }));
   app.route(
     '/',
     subjectRoutes({
@@ -196,6 +200,7 @@ export function createApp(deps: AppDeps) {
     }),
   );
   app.route('/', callRoutes(calls));
+  app.route('/', campaignRoutes({ db, clock, flows }));
   app.route('/', flowRoutes({ db, flows }));
   app.route('/', flowVersionRoutes({ db, flows }));
   app.route('/', flowReplayRoutes({ db, flows, clock }));

@@ -7,6 +7,12 @@
  */
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { type CallingWindow, parseWindowSetting } from './campaigns/windows.ts';
+import { DEFAULT_OPT_OUT_WORDS } from './opt-outs/words.ts';
+
+/** Campaign calls start 09:00-20:00 in the recipient's time zone, not on Sundays. */
+export const DEFAULT_CALLING_WINDOW = '09:00-20:00 mon-sat';
+
 import { DEFAULT_LIFETIME_SECONDS } from './provider/message.ts';
 
 const optionalString = z
@@ -164,6 +170,34 @@ export const EnvSchema = z.object({
     }
     return Number(v);
   }),
+  // a Viber reply that is one of these words, as a whole, opts its sender out (docs/opt-outs.md)
+  OPT_OUT_WORDS: optionalString.transform((v): readonly string[] => {
+    if (v === undefined) return DEFAULT_OPT_OUT_WORDS;
+    const words = v
+      .split(',')
+      .map((w) => w.trim())
+      .filter((w) => w !== '');
+    return words.length > 0 ? words : DEFAULT_OPT_OUT_WORDS;
+  }),
+  // campaigns (src/campaigns/, docs/campaigns.md): the default calling window, holidays, the cap
+  CALLING_WINDOW: optionalString.transform((v, ctx) => {
+    try {
+      return parseWindowSetting(v ?? DEFAULT_CALLING_WINDOW);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
+      return z.NEVER;
+    }
+  }),
+  HOLIDAYS_DIR: optionalString.transform((v) => v ?? 'holidays'),
+  CONTACT_CAP_PER_DAY: optionalString.transform((v, ctx) => {
+    if (v === undefined) return undefined;
+    if (/^[1-9]\d{0,3}$/.test(v)) return Number(v);
+    ctx.addIssue({
+      code: 'custom',
+      message: `must be a whole number from 1 (unset: no cap), got "${v}"`,
+    });
+    return z.NEVER;
+  }),
   // spoken prompts (src/speech/, docs/speech.md): the engine, the file format, where audio lives
   SPEECH_ENGINE: optionalString.transform((v, ctx) => {
     if (v === undefined) return 'espeak' as const;
@@ -270,8 +304,19 @@ export interface Config {
   messageLifetimeSeconds: number;
   /** raw callbacks, message texts and events older than this many days are removed; unset: kept */
   retentionDays: number | undefined;
+  /** OPT_OUT_WORDS: a Viber reply that is one of these, as a whole, opts its sender out */
+  optOutWords: readonly string[];
   /** SANDBOX_DIALECT: what the built-in sandbox reports (src/sandbox/dialect.ts); default docs */
   sandboxDialect: 'docs' | 'compact';
+  /** campaigns (docs/campaigns.md) */
+  campaigns: {
+    /** CALLING_WINDOW: when campaign calls may start, for campaigns without their own window */
+    window: CallingWindow;
+    /** HOLIDAYS_DIR: `<ISO country>.txt` files of public holidays (no calls on them) */
+    holidaysDir: string;
+    /** CONTACT_CAP_PER_DAY: campaign calls per number per local day, across campaigns */
+    capPerDay: number | undefined;
+  };
   /** spoken prompts: the engine, file format, id secret and store (docs/speech.md) */
   speech: {
     engine: 'espeak' | 'http';
@@ -394,7 +439,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     expireMarginMs: e.EXPIRE_MARGIN_SECONDS * 1000,
     messageLifetimeSeconds: e.MESSAGE_LIFETIME_SECONDS,
     retentionDays: e.RETENTION_DAYS,
+    optOutWords: e.OPT_OUT_WORDS,
     sandboxDialect: e.SANDBOX_DIALECT,
+    campaigns: {
+      window: e.CALLING_WINDOW,
+      holidaysDir: e.HOLIDAYS_DIR,
+      capPerDay: e.CONTACT_CAP_PER_DAY,
+    },
     speech: {
       engine: e.SPEECH_ENGINE,
       httpUrl: e.SPEECH_HTTP_URL,

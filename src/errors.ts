@@ -54,6 +54,8 @@ export const ERROR_CODES = [
   'FLOWS_READ_ONLY',
   // a flow version no call ran on and the file is not at (GET /v1/flows/{id}/diff, versions)
   'UNKNOWN_FLOW_VERSION',
+  // the recipient is on the opt-out list (src/opt-outs/): nothing is sent to it
+  'OPTED_OUT',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -110,6 +112,7 @@ export const DETAIL_CODES = [
   'INVALID_URL',
   'INVALID_MESSAGE',
   'DUPLICATE_CUSTOMER_MESSAGE_ID',
+  'OPTED_OUT',
   // a cascade message (src/provider/cascade.ts)
   'DUPLICATE_ID',
   'DUPLICATE_VARIABLE',
@@ -164,6 +167,8 @@ export const DETAIL_CODES = [
   'NO_VOICE',
   // `flows validate --check-audio`: a prompt URL that does not answer with audio (src/flows/audio-check.ts)
   'AUDIO_NOT_AUDIO',
+  // a campaign asked to pause, resume or cancel from a state that does not allow it
+  'INVALID_STATE',
   // an event endpoint (src/events/endpoints.ts)
   'UNKNOWN_EVENT_TYPE',
   'ADDRESS_NOT_ALLOWED',
@@ -235,6 +240,7 @@ export function httpStatus(
     case 'IDEMPOTENCY_KEY_REUSED':
     case 'IDEMPOTENCY_KEY_IN_USE':
     case 'ENDPOINT_READ_ONLY':
+    case 'OPTED_OUT':
       return 409;
     case 'PAYLOAD_TOO_LARGE':
       return 413;

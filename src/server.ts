@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { createApp, databaseGauges } from './app.ts';
 import { createFlowRegistry } from './calls/registry.ts';
+import { loadHolidays } from './campaigns/windows.ts';
 import { systemClock } from './clock.ts';
 import { type Config, isLoopbackHost } from './config.ts';
 import { type Database, openDatabase } from './db/client.ts';
@@ -266,6 +267,13 @@ export async function startServer(
     outbound: outbound.send,
     prompts: { graceMs: config.speech.graceMs, removeFiles: prompts.removeFiles },
     spoken: speech.spoken,
+    campaigns: {
+      ...calls,
+      logger: logger.child({ component: 'campaigns' }),
+      window: config.campaigns.window,
+      holidays: loadHolidays(config.campaigns.holidaysDir),
+      capPerDay: config.campaigns.capPerDay,
+    },
   });
   logger.info({ provider: providerBaseUrl, sandbox: sandbox !== undefined }, 'provider');
   await untilReady((req) => app.fetch(req), logger);

@@ -5,6 +5,7 @@
  * database: Postgres holds all state, so stopping or killing the process loses nothing.
  */
 import { callDispatchHook, type EventDeps, fireDueTimers } from './calls/events.ts';
+import { runCampaigns, type SchedulerDeps } from './campaigns/scheduler.ts';
 import type { Clock } from './clock.ts';
 import type { Database, LeaderLock } from './db/client.ts';
 import { createEndpointRateLimiter, deliverOnce } from './events/deliver.ts';
@@ -42,6 +43,8 @@ export interface WorkerDeps {
   retentionDays?: number | undefined;
   /** the outbound policy's send, for events to the user's endpoints (unset: none are sent) */
   outbound?: OutboundSend;
+  /** the campaign scheduler's dependencies; unset: campaigns do not run here */
+  campaigns?: SchedulerDeps;
   /** renders the calls' spoken prompts before they are dispatched (src/speech/spoken.ts) */
   spoken?: SpokenPrompts;
   /** personal prompts go this long after their call ended (src/privacy/retention.ts) */
@@ -216,6 +219,15 @@ export function startWorkers(deps: WorkerDeps): Workers {
     const kept = await runRetention(deps.database.db, deps.clock, deps.retentionDays, 500);
     return kept.more || keys.more || prompts?.more === true;
   });
+  // campaigns (leader only): start what is due, settle ended attempts, release due
+  // recipients at each campaign's pace (src/campaigns/scheduler.ts); every second, again at
+  // once while it finds work
+  const campaigns =
+    deps.campaigns &&
+    loop('campaigns', logger, 1000, async () => {
+      if (!wasLeader || !deps.campaigns) return false;
+      return runCampaigns(deps.campaigns);
+    });
   // events to the user's endpoints: any instance (SKIP LOCKED, leases); woken when deliveries
   // are queued (a NOTIFY at their commit, from any instance), polled twice a second besides
   const outbound = deps.outbound;
@@ -258,6 +270,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
         poller.stop(),
         timers.stop(),
         retention.stop(),
+        campaigns?.stop(),
         deliveries?.stop(),
         ...unlisten.map((u) => u?.then((stop) => stop?.())),
       ]);

@@ -109,6 +109,45 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/v1/opt-outs': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The opt-out list, newest first, one page at a time */
+    get: operations['listOptOuts'];
+    put?: never;
+    /**
+     * Put a number on the opt-out list: no later message or call reaches it
+     * @description From then on, POST /v1/messages rejects a message to the number with `OPTED_OUT` (in its own result), POST /v1/calls answers 409 `OPTED_OUT`, and a batch rejects that call in its result. A number already on the list keeps its first entry (200).
+     */
+    post: operations['createOptOut'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/opt-outs/{phone}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** One number's opt-out: when and where from */
+    get: operations['getOptOut'];
+    put?: never;
+    post?: never;
+    /** Take a number off the opt-out list (it can be messaged and called again) */
+    delete: operations['deleteOptOut'];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/v1/subjects/{phone}': {
     parameters: {
       query?: never;
@@ -141,7 +180,7 @@ export interface paths {
     put?: never;
     /**
      * Start a call from a flow
-     * @description Validates the vars against the flow params and the numbers, renders the menu with signed tokens, and stores the call (pinned to the flow version), its speechcall message and the outbox row in one transaction.
+     * @description Validates the vars against the flow params and the numbers, renders the menu with signed tokens, and stores the call (pinned to the flow version), its speechcall message and the outbox row in one transaction. A number on the opt-out list (docs/opt-outs.md) is refused with 409 `OPTED_OUT`, and nothing is stored.
      */
     post: operations['startCall'];
     delete?: never;
@@ -159,7 +198,10 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** Start up to 10 000 calls of one flow; each is queued or rejected on its own */
+    /**
+     * Start up to 10 000 calls of one flow; each is queued or rejected on its own
+     * @description Each call is checked on its own; one to a number on the opt-out list is rejected in its result with `OPTED_OUT` (docs/opt-outs.md).
+     */
     post: operations['startCalls'];
     delete?: never;
     options?: never;
@@ -178,6 +220,115 @@ export interface paths {
     get: operations['getCall'];
     put?: never;
     post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/campaigns': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Campaigns, newest first, with their progress */
+    get: operations['listCampaigns'];
+    put?: never;
+    /**
+     * Call a list of recipients with a flow: at a time, at a pace, inside a calling window
+     * @description Checks every recipient (its number, language and vars against the flow's params) and stores the campaign; a bad row is reported by its index and field and the good rows still go; a number listed twice is called once. Nothing is called here: the scheduler starts calls from `startAt`, at most `perMinute` a minute and `maxConcurrent` at once, only inside the calling window in each recipient's time zones, never to an opted-out number, and retries as `retry` says (docs/campaigns.md).
+     */
+    post: operations['createCampaign'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/campaigns/{id}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A campaign: its state and progress (recipients by state, results by outcome) */
+    get: operations['getCampaign'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/campaigns/{id}/results': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * One row per recipient: attempts, result, why it was skipped (JSON pages, or CSV)
+     * @description With `Accept: text/csv`, every recipient as CSV (`line,to,state,attempts,outcome,reason,calls`, `calls` as `attempt:callId:state:outcome` separated by spaces), streamed; otherwise JSON pages in the order of the upload.
+     */
+    get: operations['getCampaignResults'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/campaigns/{id}/pause': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Pause: no new calls start; calls in progress finish */
+    post: operations['updatePauseCampaign'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/campaigns/{id}/resume': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Resume a paused campaign, at its pace from now */
+    post: operations['updateResumeCampaign'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/campaigns/{id}/cancel': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Cancel: recipients not yet called are cancelled; calls in progress finish */
+    post: operations['updateCancelCampaign'];
     delete?: never;
     options?: never;
     head?: never;
@@ -1200,6 +1351,7 @@ export interface components {
         | 'INVALID_URL'
         | 'INVALID_MESSAGE'
         | 'DUPLICATE_CUSTOMER_MESSAGE_ID'
+        | 'OPTED_OUT'
         | 'DUPLICATE_ID'
         | 'DUPLICATE_VARIABLE'
         | 'UNKNOWN_VARIABLE'
@@ -1245,7 +1397,9 @@ export interface components {
         | 'ASSERT_PATH'
         | 'ASSERT_REACHABLE'
         | 'ASSERT_UNREACHABLE'
+        | 'NO_VOICE'
         | 'AUDIO_NOT_AUDIO'
+        | 'INVALID_STATE'
         | 'UNKNOWN_EVENT_TYPE'
         | 'ADDRESS_NOT_ALLOWED';
       message: string;
@@ -1483,6 +1637,33 @@ export interface components {
       at: string;
       receivedAt: string;
     };
+    OptOut: {
+      /** @example +380501234567 */
+      phone: string;
+      /**
+       * @description api: POST /v1/opt-outs; inbound: a Viber reply that is an opt-out word (OPT_OUT_WORDS); flow: the `opt-out` action of a call
+       * @enum {string}
+       */
+      source: 'api' | 'inbound' | 'flow';
+      /** @description where it came from: `{inboundId, providerMessageId}` for a reply, `{callId, node}` for a call; null from the API */
+      detail: {
+        [key: string]: unknown;
+      } | null;
+      /** @example 2026-11-27T10:00:00.000Z */
+      createdAt: string;
+    };
+    /**
+     * @example {
+     *       "phone": "+380501234567"
+     *     }
+     */
+    OptOutRequest: {
+      phone: string;
+    };
+    OptOutList: {
+      items: components['schemas']['OptOut'][];
+      nextCursor: string | null;
+    };
     ErasureReport: {
       /** @example +380501234567 */
       phone: string;
@@ -1517,7 +1698,7 @@ export interface components {
       rawCallbacksRedacted: number;
       /** @description events for your endpoints about the number's calls and messages, or mentioning it anywhere in their data, with their deliveries and attempts */
       outgoingEvents: number;
-      /** @description spoken prompts rendered for the calls to the number (their audio too, unless a prompt for someone else has the same words) */
+      /** @description spoken prompts of the calls to the number and the pieces of audio rendered for them (their audio too, unless a prompt for someone else has the same words) */
       prompts: number;
       /** @description records the built-in provider sandbox forgot: its messages, calls, callbacks, incoming messages, scripts and bot users that mention the number (0 against the real provider) */
       sandbox: number;
@@ -1655,6 +1836,183 @@ export interface components {
       createdAt: string;
       updatedAt: string;
       endedAt: string | null;
+    };
+    CampaignCreated: {
+      id: string;
+      name: string | null;
+      flow: string;
+      from: string;
+      /** @enum {string} */
+      state: 'scheduled' | 'running' | 'paused' | 'done' | 'cancelled';
+      startAt: string;
+      perMinute: number;
+      maxConcurrent: number | null;
+      window: {
+        from: string;
+        to: string;
+        days?: ('mon' | 'tue' | 'wed' | 'thu' | 'fri' | 'sat' | 'sun')[];
+      } | null;
+      retry: components['schemas']['CampaignRetryPolicy'];
+      recipients: number;
+      progress: {
+        byState: {
+          [key: string]: number;
+        };
+        byOutcome: {
+          [key: string]: number;
+        };
+        attempts: number;
+      };
+      createdAt: string;
+      finishedAt: string | null;
+      accepted: number;
+      /** @description rows whose number was listed before */
+      duplicates: number;
+      rejected: {
+        row: number;
+        code: string;
+        message: string;
+        details: components['schemas']['ErrorDetail'][];
+      }[];
+    };
+    CampaignRetryPolicy: {
+      /**
+       * @description What calls for another attempt: `failed` (the call did not get through), `no-outcome` (it ended without one), or an outcome the flow records (`no-input`).
+       * @example [
+       *       "failed",
+       *       "no-input"
+       *     ]
+       */
+      on: (('failed' | 'no-outcome') | string)[];
+      /**
+       * @description How long after an attempt ends the next may start.
+       * @example 8s
+       * @example 30m
+       */
+      after: string;
+      maxAttempts: number;
+    };
+    /**
+     * @example {
+     *       "flow": "appointment-reminder",
+     *       "from": "Clinic",
+     *       "recipients": [
+     *         {
+     *           "to": "+380501234567",
+     *           "vars": {
+     *             "name": "Ann",
+     *             "date": "Monday 10:00"
+     *           }
+     *         }
+     *       ],
+     *       "startAt": "2026-12-01T07:00:00Z",
+     *       "perMinute": 120,
+     *       "maxConcurrent": 20,
+     *       "window": {
+     *         "from": "09:00",
+     *         "to": "20:00",
+     *         "days": [
+     *           "mon",
+     *           "tue",
+     *           "wed",
+     *           "thu",
+     *           "fri",
+     *           "sat"
+     *         ]
+     *       },
+     *       "retry": {
+     *         "on": [
+     *           "failed",
+     *           "no-outcome"
+     *         ],
+     *         "after": "2h",
+     *         "maxAttempts": 3
+     *       }
+     *     }
+     */
+    CreateCampaignRequest: {
+      name?: string;
+      /** @example appointment-reminder */
+      flow: string;
+      /** @example Clinic */
+      from: string;
+      /** @description recipients' default language */
+      lang?: string;
+      /** @description `[{ to, vars?, lang? }]`; a bad row is reported by its index and field, and the good rows still go. For more rows, upload CSV. */
+      recipients: {
+        [key: string]: unknown;
+      }[];
+      /**
+       * Format: date-time
+       * @description default: now
+       */
+      startAt?: string;
+      /** @description Calls started per minute at most (default 60). */
+      perMinute?: number;
+      /** @description Calls in progress at once at most; unset: no cap but the pace. */
+      maxConcurrent?: number;
+      /** @description When calls may start, in each recipient's time zones (from the number); unset: CALLING_WINDOW. */
+      window?: {
+        from: string;
+        to: string;
+        days?: ('mon' | 'tue' | 'wed' | 'thu' | 'fri' | 'sat' | 'sun')[];
+      };
+      retry?: components['schemas']['CampaignRetryPolicy'];
+    };
+    CampaignList: {
+      items: components['schemas']['Campaign'][];
+      nextCursor: string | null;
+    };
+    Campaign: {
+      id: string;
+      name: string | null;
+      flow: string;
+      from: string;
+      /** @enum {string} */
+      state: 'scheduled' | 'running' | 'paused' | 'done' | 'cancelled';
+      startAt: string;
+      perMinute: number;
+      maxConcurrent: number | null;
+      window: {
+        from: string;
+        to: string;
+        days?: ('mon' | 'tue' | 'wed' | 'thu' | 'fri' | 'sat' | 'sun')[];
+      } | null;
+      retry: components['schemas']['CampaignRetryPolicy'];
+      recipients: number;
+      progress: {
+        byState: {
+          [key: string]: number;
+        };
+        byOutcome: {
+          [key: string]: number;
+        };
+        attempts: number;
+      };
+      createdAt: string;
+      finishedAt: string | null;
+    };
+    CampaignResults: {
+      items: components['schemas']['CampaignRecipientResult'][];
+      nextCursor: string | null;
+    };
+    CampaignRecipientResult: {
+      line: number;
+      to: string;
+      /** @enum {string} */
+      state: 'pending' | 'waiting' | 'calling' | 'retry' | 'done' | 'skipped' | 'cancelled';
+      attempts: number;
+      outcome: string | null;
+      reason: string | null;
+      nextAt: string | null;
+      calls: {
+        attempt: number;
+        callId: string | null;
+        state: string | null;
+        outcome: string | null;
+        startedAt: string;
+        endedAt: string | null;
+      }[];
     };
     FlowSummary: {
       /** @example appointment-reminder */
@@ -3185,6 +3543,544 @@ export interface operations {
       };
     };
   };
+  listOptOuts: {
+    parameters: {
+      query?: {
+        limit?: number;
+        /** @description nextCursor of the previous page */
+        cursor?: string;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description a page */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['OptOutList'];
+        };
+      };
+      /** @description bad limit or cursor (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  createOptOut: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description 1 to 255 printable ASCII characters. The first answer to a request with this key is kept for 24 hours and given again (with `Idempotent-Replayed: true`) to a repeat of the same request; the same key with another request is a 409 IDEMPOTENCY_KEY_REUSED, and while the first is running a 409 IDEMPOTENCY_KEY_IN_USE. */
+        'Idempotency-Key'?: string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['OptOutRequest'];
+      };
+    };
+    responses: {
+      /** @description already on the list: its first entry */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['OptOut'];
+        };
+      };
+      /** @description added */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['OptOut'];
+        };
+      };
+      /** @description not an E.164 number (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the token may not do this (INSUFFICIENT_SCOPE) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INSUFFICIENT_SCOPE';
+            };
+          };
+        };
+      };
+      /** @description conflicts with an earlier request (IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_USE) */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'IDEMPOTENCY_KEY_REUSED' | 'IDEMPOTENCY_KEY_IN_USE';
+            };
+          };
+        };
+      };
+      /** @description the body is too large (PAYLOAD_TOO_LARGE) */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'PAYLOAD_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the body is not JSON in UTF-8 (UNSUPPORTED_MEDIA_TYPE) */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNSUPPORTED_MEDIA_TYPE';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  getOptOut: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description the number, E.164 (the "+" may be sent as %2B) */
+        phone: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description on the list */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['OptOut'];
+        };
+      };
+      /** @description not an E.164 number (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the number is not on the list (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  deleteOptOut: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description the number, E.164 (the "+" may be sent as %2B) */
+        phone: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description taken off the list */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description not an E.164 number (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the token may not do this (INSUFFICIENT_SCOPE) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INSUFFICIENT_SCOPE';
+            };
+          };
+        };
+      };
+      /** @description the number is not on the list (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
   eraseSubject: {
     parameters: {
       query?: never;
@@ -3508,7 +4404,7 @@ export interface operations {
           };
         };
       };
-      /** @description conflicts with an earlier request (IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_USE) */
+      /** @description the number is on the opt-out list (OPTED_OUT) (IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_USE, OPTED_OUT) */
       409: {
         headers: {
           [name: string]: unknown;
@@ -3517,7 +4413,7 @@ export interface operations {
           'application/json': components['schemas']['Error'] & {
             error: {
               /** @enum {string} */
-              code: 'IDEMPOTENCY_KEY_REUSED' | 'IDEMPOTENCY_KEY_IN_USE';
+              code: 'IDEMPOTENCY_KEY_REUSED' | 'IDEMPOTENCY_KEY_IN_USE' | 'OPTED_OUT';
             };
           };
         };
@@ -3838,6 +4734,984 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  listCampaigns: {
+    parameters: {
+      query?: {
+        state?: 'scheduled' | 'running' | 'paused' | 'done' | 'cancelled';
+        limit?: number;
+        cursor?: string;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description a page */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['CampaignList'];
+        };
+      };
+      /** @description bad filter (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  createCampaign: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description 1 to 255 printable ASCII characters. The first answer to a request with this key is kept for 24 hours and given again (with `Idempotent-Replayed: true`) to a repeat of the same request; the same key with another request is a 409 IDEMPOTENCY_KEY_REUSED, and while the first is running a 409 IDEMPOTENCY_KEY_IN_USE. */
+        'Idempotency-Key'?: string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['CreateCampaignRequest'];
+      };
+    };
+    responses: {
+      /** @description stored, with the rows refused one by one */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['CampaignCreated'];
+        };
+      };
+      /** @description unknown flow, or not a well-formed campaign (rows are answered one by one) (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING, UNKNOWN_FLOW, INVALID_FLOW, INVALID_LANGUAGE) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code:
+                | 'VALIDATION_ERROR'
+                | 'MALFORMED_JSON'
+                | 'INVALID_ENCODING'
+                | 'UNKNOWN_FLOW'
+                | 'INVALID_FLOW'
+                | 'INVALID_LANGUAGE';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the token may not do this (INSUFFICIENT_SCOPE) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INSUFFICIENT_SCOPE';
+            };
+          };
+        };
+      };
+      /** @description conflicts with an earlier request (IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_USE) */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'IDEMPOTENCY_KEY_REUSED' | 'IDEMPOTENCY_KEY_IN_USE';
+            };
+          };
+        };
+      };
+      /** @description the body is too large (PAYLOAD_TOO_LARGE) */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'PAYLOAD_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the body is not JSON in UTF-8 (UNSUPPORTED_MEDIA_TYPE) */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNSUPPORTED_MEDIA_TYPE';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  getCampaign: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the campaign */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Campaign'];
+        };
+      };
+      /** @description the request is not valid (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description no such campaign (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  getCampaignResults: {
+    parameters: {
+      query?: {
+        limit?: number;
+        cursor?: string;
+      };
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description a page of results (or the CSV) */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['CampaignResults'];
+          'text/csv': string;
+        };
+      };
+      /** @description the request is not valid (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description no such campaign (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  updatePauseCampaign: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description 1 to 255 printable ASCII characters. The first answer to a request with this key is kept for 24 hours and given again (with `Idempotent-Replayed: true`) to a repeat of the same request; the same key with another request is a 409 IDEMPOTENCY_KEY_REUSED, and while the first is running a 409 IDEMPOTENCY_KEY_IN_USE. */
+        'Idempotency-Key'?: string;
+      };
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the campaign */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Campaign'];
+        };
+      };
+      /** @description the request is not valid (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the token may not do this (INSUFFICIENT_SCOPE) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INSUFFICIENT_SCOPE';
+            };
+          };
+        };
+      };
+      /** @description no such campaign (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description the campaign is in a state this does not apply to (CONFLICT, IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_USE) */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'CONFLICT' | 'IDEMPOTENCY_KEY_REUSED' | 'IDEMPOTENCY_KEY_IN_USE';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  updateResumeCampaign: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description 1 to 255 printable ASCII characters. The first answer to a request with this key is kept for 24 hours and given again (with `Idempotent-Replayed: true`) to a repeat of the same request; the same key with another request is a 409 IDEMPOTENCY_KEY_REUSED, and while the first is running a 409 IDEMPOTENCY_KEY_IN_USE. */
+        'Idempotency-Key'?: string;
+      };
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the campaign */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Campaign'];
+        };
+      };
+      /** @description the request is not valid (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the token may not do this (INSUFFICIENT_SCOPE) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INSUFFICIENT_SCOPE';
+            };
+          };
+        };
+      };
+      /** @description no such campaign (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description the campaign is in a state this does not apply to (CONFLICT, IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_USE) */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'CONFLICT' | 'IDEMPOTENCY_KEY_REUSED' | 'IDEMPOTENCY_KEY_IN_USE';
+            };
+          };
+        };
+      };
+      /** @description the path and query are too long (URI_TOO_LONG) */
+      414: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'URI_TOO_LONG';
+            };
+          };
+        };
+      };
+      /** @description the headers are too large (HEADERS_TOO_LARGE) */
+      431: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'HEADERS_TOO_LARGE';
+            };
+          };
+        };
+      };
+      /** @description unexpected error: the requestId finds the log line (INTERNAL) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INTERNAL';
+            };
+          };
+        };
+      };
+      /** @description the database is not answering: nothing was done, retry shortly (UNAVAILABLE) */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAVAILABLE';
+            };
+          };
+        };
+      };
+    };
+  };
+  updateCancelCampaign: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description 1 to 255 printable ASCII characters. The first answer to a request with this key is kept for 24 hours and given again (with `Idempotent-Replayed: true`) to a repeat of the same request; the same key with another request is a 409 IDEMPOTENCY_KEY_REUSED, and while the first is running a 409 IDEMPOTENCY_KEY_IN_USE. */
+        'Idempotency-Key'?: string;
+      };
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the campaign */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Campaign'];
+        };
+      };
+      /** @description the request is not valid (VALIDATION_ERROR, INVALID_ENCODING) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'VALIDATION_ERROR' | 'INVALID_ENCODING';
+            };
+          };
+        };
+      };
+      /** @description no valid token (UNAUTHORIZED) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'UNAUTHORIZED';
+            };
+          };
+        };
+      };
+      /** @description the token may not do this (INSUFFICIENT_SCOPE) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INSUFFICIENT_SCOPE';
+            };
+          };
+        };
+      };
+      /** @description no such campaign (NOT_FOUND) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'NOT_FOUND';
+            };
+          };
+        };
+      };
+      /** @description the campaign is in a state this does not apply to (CONFLICT, IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_USE) */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'CONFLICT' | 'IDEMPOTENCY_KEY_REUSED' | 'IDEMPOTENCY_KEY_IN_USE';
             };
           };
         };

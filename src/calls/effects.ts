@@ -105,6 +105,17 @@ export function planEffects(
           },
         });
         break;
+      case 'optOut':
+        // the callee's number (a call always has one); the writer adds it in the same statement
+        if (effect.to !== null) {
+          plan.optOuts.push({
+            phone: effect.to,
+            detail: { callId, node: effect.node },
+            at: now,
+          });
+          addEvent(plan, { callId, kind: 'opt-out', node: effect.node, at: now });
+        }
+        break;
       case 'providerWebhook':
         addEvent(plan, { callId, kind: 'webhook', detail: { url: effect.url }, at: now });
         break;

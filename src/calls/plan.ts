@@ -30,6 +30,13 @@ export interface PlannedNotify {
   event: CallEventRow & { detail: Record<string, unknown> };
 }
 
+/** A flow's `opt-out` action: the callee's number for the opt-out list (src/opt-outs/). */
+export interface PlannedOptOut {
+  phone: string;
+  detail: { callId: string; node: string | null };
+  at: Date;
+}
+
 /** A call's timers: all dropped first (`dropAll`), then each named one set or dropped (null). */
 export interface PlannedTimers {
   dropAll: boolean;
@@ -44,6 +51,8 @@ export interface CallPlan {
   readonly followUps: PlannedFollowUp[];
   /** `flow.notify` events to record, in the order they happened */
   readonly notifies: PlannedNotify[];
+  /** numbers to put on the opt-out list (an `opt-out` action) */
+  readonly optOuts: PlannedOptOut[];
   /** held webhooks to store, and stored ones (by id) to delete */
   readonly heldAdded: HeldWebhook[];
   readonly heldReleased: number[];
@@ -62,6 +71,7 @@ export function createCallPlan(now: Date): CallPlan {
     events: [],
     followUps: [],
     notifies: [],
+    optOuts: [],
     heldAdded: [],
     heldReleased: [],
     timers: new Map(),

@@ -162,7 +162,7 @@ export type PreparedCall = NonNullable<ReturnType<typeof prepareCall>['call']>;
 
 /** The flow as loaded, with its compiled form and source, or why it cannot start calls. */
 export async function startableFlow(
-  deps: StartDeps,
+  deps: Pick<StartDeps, 'flows'>,
   flowId: string,
   path: string,
 ): Promise<LoadedFlow & { compiled: CompiledFlow }> {

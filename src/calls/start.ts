@@ -12,6 +12,8 @@ import type { Tx } from '../db/client.ts';
 import { AppError } from '../errors.ts';
 import type { CompiledFlow } from '../flows/index.ts';
 import { itemInputProblem } from '../http/input.ts';
+import { optedOutAmong, optedOutRejection } from '../opt-outs/store.ts';
+import { isPhoneShape } from '../provider/message.ts';
 import { issuesToDetails } from '../zod-issues.ts';
 import type { StartDeps } from './deps.ts';
 import { type PreparedCall, prepareCall, type Rejection, startableFlow } from './start-prepare.ts';
@@ -34,10 +36,11 @@ export {
   StartCallRequest,
 } from './start-schemas.ts';
 
-const STARTED = { metric: 'started', subject: '' };
+/** The `started` counter of a flow's stats (one per call started, whatever starts it). */
+export const STARTED = { metric: 'started', subject: '' };
 
 /** A new call's counters: its flow, the version it is pinned to, its language. */
-function statScope(compiled: CompiledFlow, p: PreparedCall): StatScope {
+export function statScope(compiled: CompiledFlow, p: PreparedCall): StatScope {
   return { flowId: compiled.id, version: compiled.version, lang: p.lang };
 }
 
@@ -56,6 +59,10 @@ export async function startCall(
   const prepared = prepareCall(deps, compiled, input, '', now);
   if (prepared.error)
     throw new AppError(prepared.error.code, prepared.error.message, prepared.error.details);
+  if ((await optedOutAmong(deps.db, [input.to])).size > 0) {
+    const e = optedOutRejection('to', input.to);
+    throw new AppError(e.code, e.message, e.details);
+  }
   const p = prepared.call!;
   const started: CallStarted = {
     id: p.id,
@@ -98,7 +105,7 @@ function shapeRejection(error: z.ZodError, index: number): Rejection {
 
 /**
  * POST /v1/calls/batch: per-item results in request order, like /v1/messages, whatever the
- * mix (all rejected too).
+ * mix (all rejected too). The opt-out list is asked once, for every number of the batch.
  */
 export async function startCalls(
   deps: StartDeps,
@@ -107,6 +114,14 @@ export async function startCalls(
   const flow = await startableFlow(deps, input.flow, 'flow');
   const compiled = flow.compiled;
   const results: BatchItemResult[] = new Array(input.calls.length);
+  // every number of the batch in one lookup; one that is no number is refused on its own below
+  const optedOut = await optedOutAmong(
+    deps.db,
+    input.calls.flatMap((c) => {
+      const to = (c as { to?: unknown } | null)?.to;
+      return typeof to === 'string' && isPhoneShape(to) ? [to] : [];
+    }),
+  );
   let queued = 0;
   for (let start = 0; start < input.calls.length; start += BATCH_CHUNK) {
     const now = deps.clock.now();
@@ -135,6 +150,11 @@ export async function startCalls(
       const prepared = prepareCall(deps, compiled, callInput, `calls[${index}]`, now);
       if (prepared.error)
         results[index] = { status: 'rejected', error: prepared.error as Rejection };
+      else if (optedOut.has(item.to))
+        results[index] = {
+          status: 'rejected',
+          error: optedOutRejection(`calls[${index}].to`, item.to),
+        };
       else ready.push({ index, p: prepared.call!, input: callInput });
     });
     if (ready.length === 0) continue;

@@ -13,6 +13,7 @@
  * - `timers_set`, `timers_all`, `timers_drop`: timers set (the fire time replaced when the
  *   call has one of that name), all of a call's dropped, some dropped by name.
  * - `saved`: the calls' new snapshots, states, outcomes and times.
+ * - `opt_in`: the callees of `opt-out` actions, onto the opt-out list.
  * - `ev_*` (src/events/record.ts, with `subs` and only when an endpoint wants them): the
  *   plan's `call.key`, `call.outcome`, `call.ended` and follow-ups' `message.status` events.
  * - `stats`: the flows' counters, last and in key order (rows every call of a flow updates:
@@ -52,6 +53,7 @@ export async function writePlan(tx: Tx, plan: CallPlan, subs?: Subscriptions): P
   if (plan.events.length > 0) parts.push(eventInserts(plan, followUps));
   parts.push(...timerWrites(plan));
   if (plan.rows.size > 0) parts.push(rowUpdates(plan));
+  if (plan.optOuts.length > 0) parts.push(optOutInserts(plan));
   // what the plan reports to endpoints, only when one wants it (after saved_rows: it reads it)
   const events = subs && callPlanEvents(plan, subs, { saved: plan.rows.size > 0, msg: followUps });
   if (events) parts.push(events);
@@ -64,6 +66,17 @@ export async function writePlan(tx: Tx, plan: CallPlan, subs?: Subscriptions): P
   // after the step's own events, so an endpoint's deliveries of this call stay in step order
   if (plan.notifies.length > 0) await writeNotifies(tx, plan);
   return rows.length;
+}
+
+/** `opt-out` actions: the callees on the opt-out list (the first entry of a number stays). */
+function optOutInserts(plan: CallPlan): SQL {
+  const rows = plan.optOuts.map((o) => ({ phone: o.phone, detail: o.detail, created_at: o.at }));
+  return sql`opt_in as (
+    insert into opt_outs (phone, source, detail, created_at)
+    select v.phone, 'flow', v.detail, v.created_at
+    from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+      as v(phone text, detail jsonb, created_at timestamptz)
+    on conflict (phone) do nothing)`;
 }
 
 function heldInserts(plan: CallPlan): SQL {

@@ -417,9 +417,9 @@ function describeAction(
 ): RawIssue[] {
   const kinds =
     place === 'menu'
-      ? ['hangup', 'goto', 'outcome', 'send', 'webhook', 'notify']
-      : ['outcome', 'send', 'notify'];
-  const allowed = `${place === 'on' ? 'a reaction records an outcome, sends a message or notifies an endpoint' : 'an action is hangup, or one of goto, outcome, send, webhook, notify'}`;
+      ? ['hangup', 'opt-out', 'goto', 'outcome', 'send', 'webhook', 'notify']
+      : ['opt-out', 'outcome', 'send', 'notify'];
+  const allowed = `${place === 'on' ? 'a reaction records an outcome, sends a message, notifies an endpoint or opts the callee out (opt-out)' : 'an action is hangup or opt-out, or one of goto, outcome, send, webhook, notify'}`;
   const fail = (message: string): RawIssue[] => [
     { rule: 'INVALID_ACTION', severity: 'error', path, message },
   ];
@@ -437,7 +437,7 @@ function describeAction(
   const known = keys.filter((k) => k in ACTION_KINDS);
   if (keys.length !== 1 || known.length !== 1) {
     return fail(
-      `an action has exactly one of ${kinds.filter((k) => k !== 'hangup').join(', ')} (got ${keys.join(', ') || 'none'})`,
+      `an action has exactly one of ${kinds.filter((k) => k !== 'hangup' && k !== 'opt-out').join(', ')} (got ${keys.join(', ') || 'none'})`,
     );
   }
   const kind = known[0] as keyof typeof ACTION_KINDS;

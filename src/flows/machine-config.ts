@@ -35,6 +35,8 @@ export type ConfigAction =
       params: { url: string; body?: Record<string, unknown>; headers?: Record<string, string> };
     }
   | { type: 'hangup'; params: { node: string } }
+  /** `node`: the node whose key ran it; null for an `on:` reaction */
+  | { type: 'optOut'; params: { node: string | null } }
   | { type: 'startTimer'; params: { timer: string; afterMs: number } }
   | { type: 'cancelTimer'; params: { timer: string } }
   | { type: 'timerFired'; params: { timer: string } }
@@ -94,6 +96,9 @@ function effects(
             ...(action.data ? { data: action.data } : {}),
           },
         });
+        break;
+      case 'opt-out':
+        out.push({ type: 'optOut', params: { node } });
         break;
       case 'goto':
       case 'hangup':
@@ -212,6 +217,7 @@ export const EFFECT_TYPES = new Set([
   'send',
   'providerWebhook',
   'notify',
+  'optOut',
   'hangup',
   'startTimer',
   'cancelTimer',

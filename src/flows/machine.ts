@@ -133,6 +133,11 @@ export type FlowEffect =
       body?: Record<string, unknown>;
       headers?: Record<string, string>;
     }
+  /**
+   * Put the callee (`to`) on the opt-out list: `node` is the node whose key ran it (null for
+   * a reaction).
+   */
+  | { type: 'optOut'; node: string | null; to: string | null }
   /** The menu hung up after this node. */
   | { type: 'hangup'; node: string }
   /** Start a durable timer: send `{ type: 'TIMER', timer }` after `afterMs`. */
@@ -178,6 +183,7 @@ const flowSetup = setup({
     send: (_: unknown, _p: { id: string; message: RenderedMessage }) => noop(),
     providerWebhook: (_: unknown, _p: { url: string }) => noop(),
     notify: (_: unknown, _p: { endpoint: string }) => noop(),
+    optOut: (_: unknown, _p: { node: string | null }) => noop(),
     hangup: (_: unknown, _p: { node: string }) => noop(),
     startTimer: (_: unknown, _p: { timer: string; afterMs: number }) => noop(),
     cancelTimer: (_: unknown, _p: { timer: string }) => noop(),
@@ -215,6 +221,7 @@ function reduce(
       case 'send':
       case 'providerWebhook':
       case 'notify':
+      case 'optOut':
         break;
     }
   }
@@ -268,6 +275,12 @@ function toActions(
           to: context.to,
           vars: context.vars,
         }),
+      });
+    } else if (action.type === 'optOut') {
+      const { node } = action.params;
+      out.push({
+        type: 'optOut',
+        params: ({ context }: { context: FlowContext }) => ({ node, to: context.to }),
       });
     } else if (action.type === 'providerWebhook') {
       const params = action.params;

@@ -108,6 +108,7 @@ export function effectLabel(actions: readonly CompiledAction[]): string[] {
     else if (a.type === 'send') out.push(`send ${a.message.type}`);
     else if (a.type === 'webhook') out.push('webhook');
     else if (a.type === 'notify') out.push(`notify ${a.endpoint}`);
+    else if (a.type === 'opt-out') out.push('opt-out');
   }
   return out;
 }

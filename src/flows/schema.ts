@@ -270,6 +270,11 @@ export const WebhookActionSpec = z.strictObject({
 });
 export const NotifyAction = z.strictObject({ notify: NotifySpec });
 export const HangupActionSpec = z.literal('hangup');
+/** Ours: the callee goes on the opt-out list (src/opt-outs/) when the key's webhook arrives. */
+export const OptOutActionSpec = z.literal('opt-out').meta({
+  description:
+    'Put the callee on the opt-out list: no later message or call reaches them (docs/opt-outs.md).',
+});
 
 /** The action kinds by their key, so errors can name the one the author meant. */
 export const ACTION_KINDS = {
@@ -281,7 +286,15 @@ export const ACTION_KINDS = {
 } as const;
 
 export const Action = z
-  .union([HangupActionSpec, GotoAction, OutcomeAction, SendAction, WebhookActionSpec, NotifyAction])
+  .union([
+    HangupActionSpec,
+    OptOutActionSpec,
+    GotoAction,
+    OutcomeAction,
+    SendAction,
+    WebhookActionSpec,
+    NotifyAction,
+  ])
   .meta({ id: 'Action' });
 export type Action = z.infer<typeof Action>;
 
@@ -292,7 +305,7 @@ export const ActionList = z
 export type ActionList = z.infer<typeof ActionList>;
 
 /** What `on:` may do: the call is over or elsewhere, so no goto, hangup or menu webhook. */
-export const ReactionAction = z.union([OutcomeAction, SendAction, NotifyAction]);
+export const ReactionAction = z.union([OptOutActionSpec, OutcomeAction, SendAction, NotifyAction]);
 export type ReactionAction = z.infer<typeof ReactionAction>;
 export const ReactionList = z.array(ReactionAction).min(1).meta({ id: 'ReactionList' });
 export type ReactionList = z.infer<typeof ReactionList>;

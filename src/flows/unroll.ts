@@ -74,6 +74,8 @@ export function entryFor(node: Pick<CompiledNode, 'keys'>, input: string): NodeK
 export type CompiledAction =
   | { type: 'goto'; node: string }
   | { type: 'hangup' }
+  /** ours: the callee goes on the opt-out list */
+  | { type: 'opt-out' }
   | { type: 'outcome'; name: string }
   | { type: 'send'; message: SendMessage }
   /** ours, like outcome and send: a `flow.notify` event to the endpoint of that name */
@@ -142,6 +144,7 @@ export function nodeLabel(
 /** A source action as a compiled one (goto excluded: it needs the unroller's context). */
 export function compileEffect(action: Exclude<Action, { goto: string }>): CompiledAction {
   if (action === 'hangup') return { type: 'hangup' };
+  if (action === 'opt-out') return { type: 'opt-out' };
   if ('outcome' in action) return { type: 'outcome', name: action.outcome };
   if ('send' in action) return { type: 'send', message: action.send };
   if ('notify' in action) {

@@ -1,6 +1,7 @@
 /**
  * Incoming Viber messages: `POST /hooks/viber` stores the body and each message becomes a row
- * of `GET /v1/inbound`.
+ * of `GET /v1/inbound`. A reply that is an opt-out word (OPT_OUT_WORDS) also puts its sender
+ * on the opt-out list, in the same transaction (src/opt-outs/).
  */
 import { and, desc, eq, gte, lt, type SQL } from 'drizzle-orm';
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
@@ -10,6 +11,8 @@ import { recordEvents } from '../events/record.ts';
 import { subscriptionsOf } from '../events/subscriptions.ts';
 import type { EventData } from '../events/types.ts';
 import { uuidv7 } from '../ids.ts';
+import { addOptOut } from '../opt-outs/store.ts';
+import { DEFAULT_OPT_OUT_WORDS, isOptOutReply } from '../opt-outs/words.ts';
 import { isPhoneShape } from '../provider/message.ts';
 import { parseEventTime } from './delivery-parse.ts';
 import { FUTURE_MARGIN_MS, timeRejected } from './event-time.ts';
@@ -58,7 +61,11 @@ export function senderE164(from: string | number): string {
  * it was sent more than 5 minutes after it arrived is listed at the time it arrived, and the
  * callback's outcome says so; its own time stays in its data.
  */
-export async function ingestViber(deps: IngestDeps, raw: RawCallback): Promise<IngestResult> {
+export async function ingestViber(
+  deps: IngestDeps & { optOutWords?: readonly string[] },
+  raw: RawCallback,
+): Promise<IngestResult> {
+  const optOutWords = deps.optOutWords ?? DEFAULT_OPT_OUT_WORDS;
   const now = deps.clock.now();
   return deps.db.transaction(async (tx) => {
     const inboxId = await storeRaw(tx, 'viber', raw, now);
@@ -135,9 +142,16 @@ export async function ingestViber(deps: IngestDeps, raw: RawCallback): Promise<I
             .values(rows)
             .onConflictDoNothing()
             .returning({ id: inboundMessages.id });
+    const ids = new Set(stored.map((r) => r.id));
     if (stored.length > 0 && subscriptionsOf(deps.db).wants('inbound.viber')) {
-      const ids = new Set(stored.map((r) => r.id));
       await recordEvents(tx, rows.filter((r) => ids.has(r.id)).map(viberEvent));
+    }
+    // "STOP" as the whole reply, from a number (a retry of a stored message is not asked again)
+    for (const r of rows) {
+      if (!ids.has(r.id) || r.text === null || !isPhoneShape(r.from)) continue;
+      if (!isOptOutReply(r.text, optOutWords)) continue;
+      const detail = { inboundId: r.id, providerMessageId: r.providerMessageId };
+      await addOptOut(tx, r.from, 'inbound', detail, now);
     }
     const outcome = { events: rows.length, matched: stored.length, pending: 0, problems };
     await tx.update(inbox).set({ outcome }).where(eq(inbox.id, inboxId));

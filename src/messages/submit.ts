@@ -16,6 +16,7 @@ import { QUEUED_RETURNING, queuedSource } from '../events/sources.ts';
 import { subscriptionsOf } from '../events/subscriptions.ts';
 import { itemInputProblem } from '../http/input.ts';
 import { uuidv7 } from '../ids.ts';
+import { optedOutAmong, optedOutRejection } from '../opt-outs/store.ts';
 import {
   DEFAULT_LIFETIME_SECONDS,
   deadlineOf,
@@ -359,9 +360,10 @@ export interface SubmitAnswer {
 
 /**
  * Validates, stores and answers a batch of messages: every input gets its result, queued or
- * rejected, whatever the mix (all rejected too). A customerMessageId already stored with the
- * same content (a retry) is answered as the first time (its id, `queued`) and not stored
- * again; with other content it is rejected as DUPLICATE_CUSTOMER_MESSAGE_ID. `record`, when
+ * rejected, whatever the mix (all rejected too); one to a number on the opt-out list is
+ * rejected as OPTED_OUT (one lookup for the whole request). A customerMessageId already
+ * stored with the same content (a retry) is answered as the first time (its id, `queued`)
+ * and not stored again; with other content it is rejected as DUPLICATE_CUSTOMER_MESSAGE_ID. `record`, when
  * given, runs inside the transaction that stores the messages, with the final results (the
  * Idempotency-Key's answer is kept there, src/http/idempotency.ts).
  */
@@ -372,7 +374,19 @@ export async function submitMessages(
   record?: (tx: Tx, results: SubmitResult[]) => Promise<void>,
 ): Promise<SubmitAnswer> {
   const now = deps.clock.now();
-  const { results, prepared, repeats } = prepareMessages(inputs, opts, now);
+  const checked = prepareMessages(inputs, opts, now);
+  const { results, repeats } = checked;
+  // opted-out numbers: one query for the whole request, and nothing stored for them
+  const optedOut = await optedOutAmong(
+    deps.db,
+    checked.prepared.map((p) => p.row.to),
+  );
+  const prepared = checked.prepared.filter((p) => {
+    if (!optedOut.has(p.row.to)) return true;
+    const cmid = (inputs[p.index] as { customerMessageId?: unknown }).customerMessageId;
+    results[p.index] = rejected(cmid, optedOutRejection(`messages[${p.index}].to`, p.row.to));
+    return false;
+  });
   const answer = (inserted: Set<string>, stored: Map<string, Stored>): SubmitAnswer => {
     const created: string[] = [];
     for (const p of prepared) {

@@ -155,6 +155,7 @@ export function oracle(
   ): { menu: string; visit: number; attempt: number } | null => {
     for (const a of list) {
       if (a === 'hangup') return null;
+      if (a === 'opt-out') continue;
       if ('goto' in a) {
         const visit = back.has(`${from.menu}->${a.goto}`) ? from.visit + 1 : from.visit;
         if (visit <= maxVisits) return { menu: a.goto, visit, attempt: 0 };

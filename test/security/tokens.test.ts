@@ -36,7 +36,14 @@ const NOT_READ: Record<string, Scope> = {
   'POST /v1/messages': 'send',
   'POST /v1/calls': 'send',
   'POST /v1/calls/batch': 'send',
+  'POST /v1/campaigns': 'send',
+  'POST /v1/campaigns/{id}/pause': 'send',
+  'POST /v1/campaigns/{id}/resume': 'send',
+  'POST /v1/campaigns/{id}/cancel': 'send',
   'DELETE /v1/subjects/{phone}': 'admin',
+  // anyone who sends may stop sending to a number; letting messages reach it again is admin's
+  'POST /v1/opt-outs': 'send',
+  'DELETE /v1/opt-outs/{phone}': 'admin',
   'PUT /v1/flows/{id}': 'admin',
   // a POST only because the draft travels in the body: it reads calls and changes nothing
   'POST /v1/flows/{id}/replay': 'read',

@@ -52,6 +52,10 @@ export const API_ROUTES: Record<string, RouteEntry> = {
   'GET /v1/messages/:ref': { params: { ref: 'order-1' } },
   'GET /v1/inbound': { query: ['from', 'since', 'until', 'limit', 'cursor'] },
   'DELETE /v1/subjects/:phone': { params: { phone: '+380501234567' } },
+  'POST /v1/opt-outs': { json: () => ({ phone: phone() }) },
+  'GET /v1/opt-outs': { query: ['limit', 'cursor'] },
+  'GET /v1/opt-outs/:phone': { params: { phone: '+380501234567' } },
+  'DELETE /v1/opt-outs/:phone': { params: { phone: '+380501234567' } },
   'POST /v1/calls': { json: validCall },
   'POST /v1/calls/batch': {
     json: () => ({
@@ -62,6 +66,20 @@ export const API_ROUTES: Record<string, RouteEntry> = {
   },
   'GET /v1/calls': { query: ['flow', 'state', 'to', 'limit', 'cursor'] },
   'GET /v1/calls/:id': { params: { id: UUID } },
+  'POST /v1/campaigns': {
+    json: () => ({
+      flow: 'appointment-reminder',
+      from: 'Clinic',
+      recipients: [{ to: phone(), vars: { name: 'Ann', date: 'Mon' } }],
+      startAt: '2099-01-01T00:00:00Z',
+    }),
+  },
+  'GET /v1/campaigns': { query: ['state', 'limit', 'cursor'] },
+  'GET /v1/campaigns/:id': { params: { id: UUID } },
+  'GET /v1/campaigns/:id/results': { params: { id: UUID }, query: ['limit', 'cursor'] },
+  'POST /v1/campaigns/:id/pause': { params: { id: UUID } },
+  'POST /v1/campaigns/:id/resume': { params: { id: UUID } },
+  'POST /v1/campaigns/:id/cancel': { params: { id: UUID } },
   'GET /v1/flows': {},
   'GET /v1/flows/:id': { params: { id: 'appointment-reminder' } },
   'GET /v1/flows/:id/stats': { params: { id: 'appointment-reminder' }, query: ['version', 'lang'] },

@@ -2,6 +2,7 @@ export * from './api-tokens.ts';
 export * from './audit-log.ts';
 export * from './call-events.ts';
 export * from './calls.ts';
+export * from './campaigns.ts';
 export * from './console-sessions.ts';
 export * from './endpoints.ts';
 export * from './erased-ids.ts';

@@ -34,9 +34,11 @@ const start = createRoute({
   tags: ['calls'],
   summary: 'Start a call from a flow',
   security: needs('send'),
-  ...errorCodes({ also: [...FLOW_CODES, 'INVALID_VARS', 'INVALID_LANGUAGE', ...MESSAGE_CODES] }),
+  ...errorCodes({
+    also: [...FLOW_CODES, 'INVALID_VARS', 'INVALID_LANGUAGE', ...MESSAGE_CODES, 'OPTED_OUT'],
+  }),
   description:
-    'Validates the vars against the flow params and the numbers, renders the menu with signed tokens, and stores the call (pinned to the flow version), its speechcall message and the outbox row in one transaction.',
+    'Validates the vars against the flow params and the numbers, renders the menu with signed tokens, and stores the call (pinned to the flow version), its speechcall message and the outbox row in one transaction. A number on the opt-out list (docs/opt-outs.md) is refused with 409 `OPTED_OUT`, and nothing is stored.',
   request: {
     body: {
       required: true,
@@ -57,6 +59,7 @@ const start = createRoute({
   responses: {
     202: { description: 'queued', content: { 'application/json': { schema: CallStarted } } },
     400: errorBody('unknown flow, missing or mistyped var, bad number or sender'),
+    409: errorBody('the number is on the opt-out list (OPTED_OUT)'),
   },
 });
 
@@ -68,6 +71,8 @@ const batch = createRoute({
   security: needs('send'),
   ...errorCodes({ also: FLOW_CODES }),
   summary: 'Start up to 10 000 calls of one flow; each is queued or rejected on its own',
+  description:
+    'Each call is checked on its own; one to a number on the opt-out list is rejected in its result with `OPTED_OUT` (docs/opt-outs.md).',
   request: {
     body: { required: true, content: { 'application/json': { schema: BatchCallsRequest } } },
   },

@@ -1,0 +1,191 @@
+/**
+ * Reading campaigns: one with its progress (recipients by state, results by outcome), a list,
+ * and the results per recipient (JSON pages, or every row as CSV, streamed a page at a time
+ * so a campaign of a million recipients is never held whole in memory).
+ */
+import { and, asc, desc, eq, gt, inArray, lt, sql } from 'drizzle-orm';
+import type { Queryable } from '../db/client.ts';
+import { campaignAttempts, campaignRecipients, campaigns } from '../db/schema/index.ts';
+import { AppError } from '../errors.ts';
+import { isUuid } from '../ids.ts';
+import { decodeCursor, encodeCursor } from '../messages/read.ts';
+import type { CampaignView, RecipientResult, RetryPolicy } from './schemas.ts';
+import type { CallingWindow } from './windows.ts';
+
+type CampaignRow = typeof campaigns.$inferSelect;
+
+async function progressOf(db: Queryable, ids: string[]) {
+  const byState = new Map<string, Record<string, number>>();
+  const byOutcome = new Map<string, Record<string, number>>();
+  const attempts = new Map<string, number>();
+  if (ids.length === 0) return { byState, byOutcome, attempts };
+  const rows = await db
+    .select({
+      campaignId: campaignRecipients.campaignId,
+      state: campaignRecipients.state,
+      outcome: campaignRecipients.outcome,
+      n: sql<number>`count(*)::int`,
+      attempts: sql<number>`sum(${campaignRecipients.attempts})::int`,
+    })
+    .from(campaignRecipients)
+    .where(inArray(campaignRecipients.campaignId, ids))
+    .groupBy(campaignRecipients.campaignId, campaignRecipients.state, campaignRecipients.outcome);
+  for (const r of rows) {
+    const s = byState.get(r.campaignId) ?? {};
+    s[r.state] = (s[r.state] ?? 0) + r.n;
+    byState.set(r.campaignId, s);
+    if (r.state === 'done') {
+      const o = byOutcome.get(r.campaignId) ?? {};
+      const key = r.outcome ?? '(none)';
+      o[key] = (o[key] ?? 0) + r.n;
+      byOutcome.set(r.campaignId, o);
+    }
+    attempts.set(r.campaignId, (attempts.get(r.campaignId) ?? 0) + (r.attempts ?? 0));
+  }
+  return { byState, byOutcome, attempts };
+}
+
+function toView(row: CampaignRow, p: Awaited<ReturnType<typeof progressOf>>): CampaignView {
+  return {
+    id: row.id,
+    name: row.name,
+    flow: row.flowId ?? '',
+    from: row.from,
+    state: row.state as CampaignView['state'],
+    startAt: row.startAt.toISOString(),
+    perMinute: row.perMinute,
+    maxConcurrent: row.maxConcurrent,
+    window: row.window as CallingWindow | null,
+    retry: row.retry as RetryPolicy,
+    recipients: row.recipients,
+    progress: {
+      byState: p.byState.get(row.id) ?? {},
+      byOutcome: p.byOutcome.get(row.id) ?? {},
+      attempts: p.attempts.get(row.id) ?? 0,
+    },
+    createdAt: row.createdAt.toISOString(),
+    finishedAt: row.finishedAt?.toISOString() ?? null,
+  };
+}
+
+export async function getCampaign(db: Queryable, id: string): Promise<CampaignView> {
+  const [row] = isUuid(id) ? await db.select().from(campaigns).where(eq(campaigns.id, id)) : [];
+  if (!row) throw new AppError('NOT_FOUND', `no campaign with id "${id}"`);
+  return toView(row, await progressOf(db, [id]));
+}
+
+/** Newest first, keyset pages by id (UUIDv7). */
+export async function listCampaigns(
+  db: Queryable,
+  filter: { state?: string | undefined; limit?: number | undefined; cursor?: string | undefined },
+) {
+  const limit = filter.limit ?? 50;
+  const where = [
+    ...(filter.state ? [eq(campaigns.state, filter.state)] : []),
+    ...(filter.cursor ? [lt(campaigns.id, decodeCursor(filter.cursor))] : []),
+  ];
+  const rows = await db
+    .select()
+    .from(campaigns)
+    .where(and(...where))
+    .orderBy(desc(campaigns.id))
+    .limit(limit + 1);
+  const page = rows.slice(0, limit);
+  const progress = await progressOf(
+    db,
+    page.map((r) => r.id),
+  );
+  return {
+    items: page.map((r) => toView(r, progress)),
+    nextCursor: rows.length > limit && page.length > 0 ? encodeCursor(page.at(-1)!.id) : null,
+  };
+}
+
+/** One page of results, in the order of the upload (by line), after `afterLine`. */
+export async function campaignResults(
+  db: Queryable,
+  id: string,
+  opts: { afterLine?: number | undefined; limit?: number | undefined } = {},
+): Promise<{ items: RecipientResult[]; nextCursor: string | null }> {
+  const limit = opts.limit ?? 500;
+  const [exists] = isUuid(id)
+    ? await db.select({ id: campaigns.id }).from(campaigns).where(eq(campaigns.id, id))
+    : [];
+  if (!exists) throw new AppError('NOT_FOUND', `no campaign with id "${id}"`);
+  const rows = await db
+    .select()
+    .from(campaignRecipients)
+    .where(
+      and(
+        eq(campaignRecipients.campaignId, id),
+        ...(opts.afterLine !== undefined ? [gt(campaignRecipients.line, opts.afterLine)] : []),
+      ),
+    )
+    .orderBy(asc(campaignRecipients.line))
+    .limit(limit + 1);
+  const page = rows.slice(0, limit);
+  const attempts =
+    page.length === 0
+      ? []
+      : await db
+          .select()
+          .from(campaignAttempts)
+          .where(
+            inArray(
+              campaignAttempts.recipientId,
+              page.map((r) => r.id),
+            ),
+          )
+          .orderBy(asc(campaignAttempts.attempt));
+  const byRecipient = new Map<number, typeof attempts>();
+  for (const a of attempts) {
+    byRecipient.set(a.recipientId, [...(byRecipient.get(a.recipientId) ?? []), a]);
+  }
+  return {
+    items: page.map((r) => ({
+      line: r.line,
+      to: r.phone,
+      state: r.state as RecipientResult['state'],
+      attempts: r.attempts,
+      outcome: r.outcome,
+      reason: r.reason,
+      nextAt: r.nextAt?.toISOString() ?? null,
+      calls: (byRecipient.get(r.id) ?? []).map((a) => ({
+        attempt: a.attempt,
+        callId: a.callId,
+        state: a.state,
+        outcome: a.outcome,
+        startedAt: a.startedAt.toISOString(),
+        endedAt: a.endedAt?.toISOString() ?? null,
+      })),
+    })),
+    nextCursor: rows.length > limit && page.length > 0 ? String(page.at(-1)!.line) : null,
+  };
+}
+
+const CSV_COLUMNS = ['line', 'to', 'state', 'attempts', 'outcome', 'reason', 'calls'] as const;
+
+/** A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180). */
+function csvField(value: unknown): string {
+  const text = value === null || value === undefined ? '' : String(value);
+  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+/** Every result as CSV lines, a page at a time: the header, then one line per recipient. */
+export async function* campaignResultsCsv(db: Queryable, id: string): AsyncGenerator<string> {
+  yield `${CSV_COLUMNS.join(',')}\r\n`;
+  let afterLine: number | undefined;
+  for (;;) {
+    const page = await campaignResults(db, id, { afterLine, limit: 1000 });
+    let out = '';
+    for (const r of page.items) {
+      const calls = r.calls
+        .map((c) => `${c.attempt}:${c.callId ?? ''}:${c.state ?? ''}:${c.outcome ?? ''}`)
+        .join(' ');
+      out += `${[r.line, r.to, r.state, r.attempts, r.outcome, r.reason, calls].map(csvField).join(',')}\r\n`;
+    }
+    if (out) yield out;
+    if (page.nextCursor === null) return;
+    afterLine = Number(page.nextCursor);
+  }
+}

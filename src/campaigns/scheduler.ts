@@ -1,0 +1,515 @@
+/**
+ * The campaign scheduler: one round of the leader's loop (src/workers.ts). Everything it
+ * decides is read from and written to Postgres in the round's transactions, so a restart or a
+ * second instance neither loses nor repeats an attempt:
+ *
+ * 1. **Start** campaigns whose `start_at` has come (`scheduled` -> `running`).
+ * 2. **Settle** attempts whose call ended: the recipient's result becomes the better of its
+ *    best attempt and this one (an outcome beats none; among equals, the latest), and the
+ *    retry policy says whether it is tried again (`retry`, due `after` from the end) or done.
+ * 3. **Release** due recipients of each running campaign, as many as its pace (a token
+ *    bucket: `per_minute`, kept as `paced_at`) and its `max_concurrent` allow. Each is
+ *    locked (SKIP LOCKED), then checked: an opted-out number is skipped; outside its calling
+ *    window (in every time zone of its number) it waits until the window opens; over the
+ *    frequency cap it waits for its next day. The rest start as calls in the same
+ *    transaction that marks them `calling` and writes their attempt.
+ * 4. **Finish** running campaigns with nothing left open.
+ */
+import { and, eq, inArray, sql } from 'drizzle-orm';
+import type { StartDeps } from '../calls/deps.ts';
+import { STARTED, statScope } from '../calls/start.ts';
+import { type PreparedCall, prepareCall, startableFlow } from '../calls/start-prepare.ts';
+import { pinVersion, storeCalls } from '../calls/start-store.ts';
+import { bumpStats } from '../calls/stats.ts';
+import type { Tx } from '../db/client.ts';
+import { rowsOf } from '../db/client.ts';
+import { campaignAttempts, campaignRecipients, campaigns } from '../db/schema/index.ts';
+import type { CompiledFlow } from '../flows/index.ts';
+import { parseDuration } from '../flows/schema.ts';
+import { isUuid } from '../ids.ts';
+import type { Logger } from '../logger.ts';
+import { optedOutAmong } from '../opt-outs/store.ts';
+import { OPEN_RECIPIENT_STATES, type RetryPolicy } from './schemas.ts';
+import { type CallingWindow, type HolidayCalendar, nextAllowed } from './windows.ts';
+import { countryOf, zonesOf } from './zones.ts';
+
+export interface SchedulerDeps extends StartDeps {
+  logger: Logger;
+  /** the project's calling window (CALLING_WINDOW), for campaigns without their own */
+  window: CallingWindow;
+  holidays: HolidayCalendar;
+  /** at most this many calls per number per local day, across campaigns (CONTACT_CAP_PER_DAY) */
+  capPerDay: number | undefined;
+}
+
+/** Recipients released per campaign per round at most (the next round takes the rest). */
+const RELEASE_LIMIT = 500;
+/** Attempts settled per round at most. */
+const SETTLE_LIMIT = 1000;
+/** The longest burst a campaign's pace allows after a pause: a minute's worth. */
+const BURST_MS = 60_000;
+
+/** One round; true when it did something (the loop then runs again at once). */
+export async function runCampaigns(deps: SchedulerDeps): Promise<boolean> {
+  const started = await startDue(deps);
+  const settled = await settleEnded(deps);
+  let released = 0;
+  for (const campaign of await runningCampaigns(deps)) {
+    released += await release(deps, campaign);
+  }
+  const finished = await finishDone(deps);
+  return started + settled + released + finished > 0;
+}
+
+async function startDue(deps: SchedulerDeps): Promise<number> {
+  const now = deps.clock.now();
+  const rows = await deps.db
+    .update(campaigns)
+    .set({ state: 'running', updatedAt: now })
+    .where(
+      and(
+        eq(campaigns.state, 'scheduled'),
+        sql`${campaigns.startAt} <= ${now.toISOString()}::timestamptz`,
+      ),
+    )
+    .returning({ id: campaigns.id });
+  for (const r of rows) deps.logger.info({ campaign: r.id }, 'campaign started');
+  return rows.length;
+}
+
+interface Ended {
+  id: number;
+  campaign_id: string;
+  call_id: string;
+  attempts: number;
+  outcome: string | null;
+  best_call_id: string | null;
+  retry: RetryPolicy;
+  campaign_state: string;
+  call_state: string;
+  call_outcome: string | null;
+  ended_at: Date | string | null;
+}
+
+/** The recipient's answer to its attempt's end: its new state, result and next time. */
+export function settle(r: {
+  attempts: number;
+  outcome: string | null;
+  bestCallId: string | null;
+  retry: RetryPolicy;
+  cancelled: boolean;
+  call: { id: string; state: string; outcome: string | null; endedAt: Date };
+}): { state: 'retry' | 'done'; outcome: string | null; bestCallId: string; nextAt: Date | null } {
+  // an attempt with an outcome beats one without; among equals, the latest (this one)
+  const better = r.call.outcome !== null || r.bestCallId === null || r.outcome === null;
+  const bestCallId = better ? r.call.id : r.bestCallId!;
+  const outcome = better ? r.call.outcome : r.outcome;
+  const result = r.call.state === 'failed' ? 'failed' : (r.call.outcome ?? 'no-outcome');
+  const again = !r.cancelled && r.attempts < r.retry.maxAttempts && r.retry.on.includes(result);
+  return again
+    ? {
+        state: 'retry',
+        outcome,
+        bestCallId,
+        nextAt: new Date(r.call.endedAt.getTime() + parseDuration(r.retry.after)),
+      }
+    : { state: 'done', outcome, bestCallId, nextAt: null };
+}
+
+async function settleEnded(deps: SchedulerDeps): Promise<number> {
+  return deps.db.transaction(async (tx) => {
+    const ended = rowsOf<Ended>(
+      await tx.execute(sql`
+        select r.id, r.campaign_id, r.call_id, r.attempts, r.outcome, r.best_call_id,
+          k.retry, k.state as campaign_state,
+          c.state as call_state, c.outcome as call_outcome, c.ended_at
+        from campaign_recipients r
+        join calls c on c.id = r.call_id
+        join campaigns k on k.id = r.campaign_id
+        where r.state = 'calling' and c.state in ('ended', 'failed')
+        order by r.id
+        limit ${SETTLE_LIMIT}
+        for update of r skip locked`),
+    );
+    if (ended.length === 0) return 0;
+    const now = deps.clock.now();
+    const updates = ended.map((e) => {
+      const endedAt = e.ended_at ? new Date(e.ended_at) : now;
+      const s = settle({
+        attempts: e.attempts,
+        outcome: e.outcome,
+        bestCallId: e.best_call_id,
+        retry: e.retry,
+        cancelled: e.campaign_state === 'cancelled',
+        call: { id: e.call_id, state: e.call_state, outcome: e.call_outcome, endedAt },
+      });
+      return {
+        id: e.id,
+        call_id: e.call_id,
+        state: s.state,
+        outcome: s.outcome,
+        best_call_id: s.bestCallId,
+        next_at: s.nextAt?.toISOString() ?? null,
+        call_state: e.call_state,
+        call_outcome: e.call_outcome,
+        ended_at: endedAt.toISOString(),
+      };
+    });
+    const json = JSON.stringify(updates);
+    await tx.execute(sql`
+      update campaign_recipients r
+      set state = v.state, outcome = v.outcome, best_call_id = v.best_call_id,
+        next_at = v.next_at, call_id = null, updated_at = ${now.toISOString()}::timestamptz
+      from jsonb_to_recordset(${json}::jsonb)
+        as v(id bigint, state text, outcome text, best_call_id uuid, next_at timestamptz)
+      where r.id = v.id`);
+    await tx.execute(sql`
+      update campaign_attempts a
+      set state = v.call_state, outcome = v.call_outcome, ended_at = v.ended_at
+      from jsonb_to_recordset(${json}::jsonb)
+        as v(call_id uuid, call_state text, call_outcome text, ended_at timestamptz)
+      where a.call_id = v.call_id`);
+    return ended.length;
+  });
+}
+
+interface Running {
+  id: string;
+  flowId: string;
+  from: string;
+  lang: string | null;
+  perMinute: number;
+  maxConcurrent: number | null;
+  window: CallingWindow | null;
+  pacedAt: Date;
+}
+
+async function runningCampaigns(deps: SchedulerDeps): Promise<Running[]> {
+  const rows = await deps.db
+    .select({
+      id: campaigns.id,
+      flowId: campaigns.flowId,
+      from: campaigns.from,
+      lang: campaigns.lang,
+      perMinute: campaigns.perMinute,
+      maxConcurrent: campaigns.maxConcurrent,
+      window: campaigns.window,
+      pacedAt: campaigns.pacedAt,
+    })
+    .from(campaigns)
+    .where(eq(campaigns.state, 'running'));
+  return rows as Running[];
+}
+
+/**
+ * How many calls a campaign's pace allows now, and the `paced_at` a release of `n` leaves:
+ * one call per `60 000 / per_minute` ms since `paced_at`, at most a minute's worth at once.
+ * A campaign starts (and resumes) with one call's worth (`startingPace`), so its first call
+ * goes at once.
+ */
+export function paceAllows(
+  pacedAt: Date,
+  perMinute: number,
+  now: Date,
+): { tokens: number; after: (used: number) => Date } {
+  const interval = 60_000 / perMinute;
+  const from = Math.max(pacedAt.getTime(), now.getTime() - BURST_MS);
+  const tokens = Math.max(0, Math.floor((now.getTime() - from) / interval));
+  return { tokens, after: (used) => new Date(from + used * interval) };
+}
+
+/** The `paced_at` of a campaign starting at `at`: one call's worth already there. */
+export function startingPace(at: Date, perMinute: number): Date {
+  return new Date(at.getTime() - 60_000 / perMinute);
+}
+
+interface Due {
+  id: number;
+  line: number;
+  phone: string;
+  vars: Record<string, unknown>;
+  lang: string | null;
+  attempts: number;
+}
+
+async function release(deps: SchedulerDeps, campaign: Running): Promise<number> {
+  const now = deps.clock.now();
+  const pace = paceAllows(campaign.pacedAt, campaign.perMinute, now);
+  if (pace.tokens === 0) return 0;
+  const flow = await startableFlow(deps, campaign.flowId, 'flow').catch((err: unknown) => {
+    deps.logger.warn(
+      { campaign: campaign.id, err: { message: err instanceof Error ? err.message : String(err) } },
+      'campaign flow cannot start calls; its recipients wait',
+    );
+    return undefined;
+  });
+  if (!flow) return 0;
+  const window = campaign.window ?? deps.window;
+  let released = 0;
+  await deps.db.transaction(async (tx) => {
+    let budget = Math.min(pace.tokens, RELEASE_LIMIT);
+    if (campaign.maxConcurrent !== null) {
+      const [row] = rowsOf<{ n: number | string }>(
+        await tx.execute(sql`select count(*) as n from campaign_recipients
+          where campaign_id = ${campaign.id} and state = 'calling'`),
+      );
+      budget = Math.min(budget, campaign.maxConcurrent - Number(row?.n ?? 0));
+    }
+    if (budget <= 0) return;
+    const due = rowsOf<Due>(
+      await tx.execute(sql`
+        select id, line, phone, vars, lang, attempts from campaign_recipients
+        where campaign_id = ${campaign.id} and state in ('pending', 'waiting', 'retry')
+          and next_at <= ${now.toISOString()}::timestamptz
+        order by next_at, id
+        limit ${budget}
+        for update skip locked`),
+    );
+    if (due.length === 0) return;
+    const optedOut = await optedOutAmong(
+      tx,
+      due.map((d) => d.phone),
+    );
+    const skipped: Array<{ id: number; reason: string }> = [];
+    const waiting: Array<{ id: number; next_at: string }> = [];
+    const callable: Array<{ due: Due; zones: string[]; country: string | undefined }> = [];
+    for (const d of due) {
+      if (optedOut.has(d.phone)) {
+        skipped.push({ id: d.id, reason: 'opted out: the number asked not to be contacted' });
+        continue;
+      }
+      const zones = await zonesOf(d.phone);
+      const country = countryOf(d.phone);
+      const allowed = nextAllowed(now, zones, window, deps.holidays, country);
+      if (allowed === null) {
+        skipped.push({
+          id: d.id,
+          reason: `no time fits the calling window ${window.from}-${window.to} in all of its time zones (${zones.join(', ') || 'UTC'}) within two weeks`,
+        });
+      } else if (allowed.getTime() > now.getTime()) {
+        waiting.push({ id: d.id, next_at: allowed.toISOString() });
+      } else callable.push({ due: d, zones, country });
+    }
+    // the frequency cap, taken atomically per number and local day (any instance, any campaign)
+    const capped = await takeContacts(tx, deps, callable, now);
+    const ready: { p: PreparedCall; input: { to: string; from: string }; due: Due }[] = [];
+    for (const c of callable) {
+      if (capped.has(c.due.id)) {
+        const next = nextAllowed(
+          nextLocalDay(now, c.zones),
+          c.zones,
+          window,
+          deps.holidays,
+          c.country,
+        );
+        if (next === null) {
+          skipped.push({
+            id: c.due.id,
+            reason: 'over the frequency cap, and no later time fits its window',
+          });
+        } else waiting.push({ id: c.due.id, next_at: next.toISOString() });
+        continue;
+      }
+      const input = {
+        to: c.due.phone,
+        from: campaign.from,
+        vars: c.due.vars,
+        lang: c.due.lang ?? campaign.lang ?? undefined,
+      };
+      const prepared = prepareCall(deps, flow.compiled, input, '', now);
+      if (prepared.error) {
+        skipped.push({ id: c.due.id, reason: `${prepared.error.code}: ${prepared.error.message}` });
+      } else ready.push({ p: prepared.call!, input, due: c.due });
+    }
+    if (ready.length > 0) await storeStarted(tx, deps, flow, ready, campaign.id, now);
+    await markRecipients(tx, skipped, waiting, now);
+    released = ready.length;
+    if (released > 0) {
+      await tx
+        .update(campaigns)
+        .set({ pacedAt: pace.after(released), updatedAt: now })
+        .where(eq(campaigns.id, campaign.id));
+    }
+  });
+  if (released > 0) deps.onQueued?.();
+  return released;
+}
+
+/** The number's next local midnight (its first zone's; UTC without one). */
+function nextLocalDay(now: Date, zones: readonly string[]): Date {
+  const zone = zones[0] ?? 'UTC';
+  const parts = new Intl.DateTimeFormat('en-CA', {
+    timeZone: zone,
+    year: 'numeric',
+    month: '2-digit',
+    day: '2-digit',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+    hourCycle: 'h23',
+  }).formatToParts(now);
+  const get = (type: string) => Number(parts.find((p) => p.type === type)?.value ?? 0);
+  const sinceMidnight = ((get('hour') * 60 + get('minute')) * 60 + get('second')) * 1000;
+  return new Date(now.getTime() - sinceMidnight + 86_400_000);
+}
+
+/** The number's local date (YYYY-MM-DD) in its first zone. */
+function localDate(now: Date, zones: readonly string[]): string {
+  return new Intl.DateTimeFormat('en-CA', { timeZone: zones[0] ?? 'UTC' }).format(now);
+}
+
+/**
+ * Takes one contact per recipient under the cap (one statement: an upsert that counts only
+ * while under it); answers the recipients over it.
+ */
+async function takeContacts(
+  tx: Tx,
+  deps: SchedulerDeps,
+  callable: ReadonlyArray<{ due: Due; zones: string[] }>,
+  now: Date,
+): Promise<Set<number>> {
+  if (deps.capPerDay === undefined || callable.length === 0) return new Set();
+  const wanted = callable.map((c) => ({ phone: c.due.phone, day: localDate(now, c.zones) }));
+  const taken = rowsOf<{ phone: string }>(
+    await tx.execute(sql`
+      insert into contact_counts (phone, day, count)
+      select v.phone, v.day, 1 from jsonb_to_recordset(${JSON.stringify(wanted)}::jsonb)
+        as v(phone text, day date)
+      on conflict (phone, day) do update set count = contact_counts.count + 1
+        where contact_counts.count < ${deps.capPerDay}
+      returning phone`),
+  );
+  const ok = new Set(taken.map((t) => t.phone));
+  return new Set(callable.filter((c) => !ok.has(c.due.phone)).map((c) => c.due.id));
+}
+
+async function storeStarted(
+  tx: Tx,
+  deps: SchedulerDeps,
+  flow: { compiled: CompiledFlow; source: string },
+  ready: { p: PreparedCall; input: { to: string; from: string }; due: Due }[],
+  campaignId: string,
+  now: Date,
+): Promise<void> {
+  const compiled = flow.compiled;
+  await pinVersion(tx, compiled, flow.source, now);
+  await storeCalls(tx, deps, compiled, ready, now);
+  await bumpStats(
+    tx,
+    ready.map((r) => ({ scope: statScope(compiled, r.p), entries: [STARTED] })),
+  );
+  const rows = ready.map((r) => ({ id: r.due.id, call_id: r.p.id, attempts: r.due.attempts + 1 }));
+  await tx.execute(sql`
+    update campaign_recipients r
+    set state = 'calling', call_id = v.call_id, attempts = v.attempts, next_at = null,
+      updated_at = ${now.toISOString()}::timestamptz
+    from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+      as v(id bigint, call_id uuid, attempts integer)
+    where r.id = v.id`);
+  await tx.insert(campaignAttempts).values(
+    ready.map((r) => ({
+      recipientId: r.due.id,
+      campaignId,
+      attempt: r.due.attempts + 1,
+      callId: r.p.id,
+      messageId: r.p.message.row.id ?? null,
+      startedAt: now,
+      state: 'queued',
+    })),
+  );
+}
+
+async function markRecipients(
+  tx: Tx,
+  skipped: Array<{ id: number; reason: string }>,
+  waiting: Array<{ id: number; next_at: string }>,
+  now: Date,
+): Promise<void> {
+  const at = now.toISOString();
+  if (skipped.length > 0) {
+    await tx.execute(sql`
+      update campaign_recipients r
+      set state = 'skipped', reason = v.reason, next_at = null, updated_at = ${at}::timestamptz
+      from jsonb_to_recordset(${JSON.stringify(skipped)}::jsonb) as v(id bigint, reason text)
+      where r.id = v.id`);
+  }
+  if (waiting.length > 0) {
+    await tx.execute(sql`
+      update campaign_recipients r
+      set state = 'waiting', next_at = v.next_at, updated_at = ${at}::timestamptz
+      from jsonb_to_recordset(${JSON.stringify(waiting)}::jsonb) as v(id bigint, next_at timestamptz)
+      where r.id = v.id`);
+  }
+}
+
+async function finishDone(deps: SchedulerDeps): Promise<number> {
+  const now = deps.clock.now();
+  const open = sql.join(
+    OPEN_RECIPIENT_STATES.map((s) => sql`${s}`),
+    sql`, `,
+  );
+  const rows = rowsOf<{ id: string }>(
+    await deps.db.execute(sql`
+      update campaigns c set state = 'done', finished_at = ${now.toISOString()}::timestamptz,
+        updated_at = ${now.toISOString()}::timestamptz
+      where c.state = 'running' and not exists (
+        select 1 from campaign_recipients r where r.campaign_id = c.id and r.state in (${open}))
+      returning c.id`),
+  );
+  for (const r of rows) deps.logger.info({ campaign: r.id }, 'campaign done');
+  return rows.length;
+}
+
+/** Pause, resume or cancel: the states each may come from, and what it does to recipients. */
+export async function changeCampaignState(
+  deps: Pick<SchedulerDeps, 'db' | 'clock'>,
+  id: string,
+  action: 'pause' | 'resume' | 'cancel',
+): Promise<{ from: string; to: string } | { refused: string } | undefined> {
+  const now = deps.clock.now();
+  if (!isUuid(id)) return undefined;
+  return deps.db.transaction(async (tx) => {
+    const [row] = await tx
+      .select({ state: campaigns.state, perMinute: campaigns.perMinute })
+      .from(campaigns)
+      .where(eq(campaigns.id, id))
+      .for('update');
+    if (!row) return undefined;
+    const from = row.state;
+    const to =
+      action === 'pause'
+        ? from === 'running' || from === 'scheduled'
+          ? 'paused'
+          : undefined
+        : action === 'resume'
+          ? from === 'paused'
+            ? 'running'
+            : undefined
+          : from === 'done' || from === 'cancelled'
+            ? undefined
+            : 'cancelled';
+    if (to === undefined) return { refused: from };
+    await tx
+      .update(campaigns)
+      .set({
+        state: to,
+        updatedAt: now,
+        // a resumed campaign's pace starts now: no burst for the time it was paused
+        ...(action === 'resume' && { pacedAt: startingPace(now, row.perMinute) }),
+        ...(to === 'cancelled' && { finishedAt: now }),
+      })
+      .where(eq(campaigns.id, id));
+    if (to === 'cancelled') {
+      await tx
+        .update(campaignRecipients)
+        .set({ state: 'cancelled', nextAt: null, updatedAt: now })
+        .where(
+          and(
+            eq(campaignRecipients.campaignId, id),
+            inArray(campaignRecipients.state, ['pending', 'waiting', 'retry']),
+          ),
+        );
+    }
+    return { from, to };
+  });
+}

@@ -1,0 +1,157 @@
+/** The request and answer bodies of /v1/campaigns (docs/campaigns.md). */
+import { z } from 'zod';
+import { Duration, OutcomeName } from '../flows/schema.ts';
+import { ErrorDetailView } from '../messages/views.ts';
+import { CallingWindowSchema } from './windows.ts';
+
+export const CAMPAIGN_STATES = ['scheduled', 'running', 'paused', 'done', 'cancelled'] as const;
+export type CampaignState = (typeof CAMPAIGN_STATES)[number];
+
+export const RECIPIENT_STATES = [
+  'pending',
+  'waiting',
+  'calling',
+  'retry',
+  'done',
+  'skipped',
+  'cancelled',
+] as const;
+export type RecipientState = (typeof RECIPIENT_STATES)[number];
+
+/** Recipients still to be called, or being called: a campaign is done when it has none. */
+export const OPEN_RECIPIENT_STATES: readonly RecipientState[] = [
+  'pending',
+  'waiting',
+  'calling',
+  'retry',
+];
+
+/**
+ * What ends an attempt without an outcome the flow recorded: `failed` (the call never got
+ * through: rejected, failed or expired) and `no-outcome` (it ended with none).
+ */
+export const ATTEMPT_RESULTS = ['failed', 'no-outcome'] as const;
+
+export const RetryPolicy = z
+  .strictObject({
+    on: z
+      .array(z.union([z.enum(ATTEMPT_RESULTS), OutcomeName]))
+      .min(1)
+      .meta({
+        description:
+          'What calls for another attempt: `failed` (the call did not get through), `no-outcome` (it ended without one), or an outcome the flow records (`no-input`).',
+        example: ['failed', 'no-input'],
+      }),
+    after: Duration.meta({ description: 'How long after an attempt ends the next may start.' }),
+    maxAttempts: z.number().int().min(1).max(10),
+  })
+  .meta({ id: 'CampaignRetryPolicy' });
+export type RetryPolicy = z.infer<typeof RetryPolicy>;
+
+/** No retry unless asked: one attempt per recipient. */
+export const NO_RETRY: RetryPolicy = { on: ['failed'], after: '1h', maxAttempts: 1 };
+
+export const CampaignRecipientInput = z.object({
+  to: z.string(),
+  vars: z.record(z.string(), z.unknown()).optional(),
+  lang: z.string().optional(),
+});
+
+export const CreateCampaignRequest = z
+  .strictObject({
+    name: z.string().min(1).max(200).optional(),
+    flow: z.string().min(1).meta({ example: 'appointment-reminder' }),
+    from: z.string().min(1).meta({ example: 'Clinic' }),
+    lang: z.string().optional().meta({ description: "recipients' default language" }),
+    recipients: z.array(z.record(z.string(), z.unknown())).min(1).max(100_000).meta({
+      description:
+        '`[{ to, vars?, lang? }]`; a bad row is reported by its index and field, and the good rows still go. For more rows, upload CSV.',
+    }),
+    startAt: z.iso.datetime({ offset: true }).optional().meta({ description: 'default: now' }),
+    perMinute: z.number().int().min(1).max(100_000).optional().meta({
+      description: 'Calls started per minute at most (default 60).',
+    }),
+    maxConcurrent: z.number().int().min(1).max(100_000).optional().meta({
+      description: 'Calls in progress at once at most; unset: no cap but the pace.',
+    }),
+    window: CallingWindowSchema.optional().meta({
+      description:
+        "When calls may start, in each recipient's time zones (from the number); unset: CALLING_WINDOW.",
+    }),
+    retry: RetryPolicy.optional(),
+  })
+  .meta({
+    id: 'CreateCampaignRequest',
+    example: {
+      flow: 'appointment-reminder',
+      from: 'Clinic',
+      recipients: [{ to: '+380501234567', vars: { name: 'Ann', date: 'Monday 10:00' } }],
+      startAt: '2026-12-01T07:00:00Z',
+      perMinute: 120,
+      maxConcurrent: 20,
+      window: { from: '09:00', to: '20:00', days: ['mon', 'tue', 'wed', 'thu', 'fri', 'sat'] },
+      retry: { on: ['failed', 'no-outcome'], after: '2h', maxAttempts: 3 },
+    },
+  });
+export type CreateCampaignRequest = z.infer<typeof CreateCampaignRequest>;
+
+export const RowRejection = z.object({
+  /** the row: its index in `recipients` (0-based), or its line in a CSV upload (1-based) */
+  row: z.number().int(),
+  code: z.string(),
+  message: z.string(),
+  details: z.array(ErrorDetailView),
+});
+
+export const CampaignView = z
+  .object({
+    id: z.string(),
+    name: z.string().nullable(),
+    flow: z.string(),
+    from: z.string(),
+    state: z.enum(CAMPAIGN_STATES),
+    startAt: z.string(),
+    perMinute: z.number().int(),
+    maxConcurrent: z.number().int().nullable(),
+    window: CallingWindowSchema.nullable(),
+    retry: RetryPolicy,
+    recipients: z.number().int(),
+    progress: z.object({
+      byState: z.record(z.string(), z.number().int()),
+      byOutcome: z.record(z.string(), z.number().int()),
+      attempts: z.number().int(),
+    }),
+    createdAt: z.string(),
+    finishedAt: z.string().nullable(),
+  })
+  .meta({ id: 'Campaign' });
+export type CampaignView = z.infer<typeof CampaignView>;
+
+export const CampaignCreated = CampaignView.extend({
+  accepted: z.number().int(),
+  duplicates: z.number().int().meta({ description: 'rows whose number was listed before' }),
+  rejected: z.array(RowRejection),
+}).meta({ id: 'CampaignCreated' });
+
+export const RecipientResult = z
+  .object({
+    line: z.number().int(),
+    to: z.string(),
+    state: z.enum(RECIPIENT_STATES),
+    attempts: z.number().int(),
+    outcome: z.string().nullable(),
+    reason: z.string().nullable(),
+    nextAt: z.string().nullable(),
+    calls: z.array(
+      z.object({
+        attempt: z.number().int(),
+        callId: z.string().nullable(),
+        state: z.string().nullable(),
+        outcome: z.string().nullable(),
+        startedAt: z.string(),
+        endedAt: z.string().nullable(),
+      }),
+    ),
+  })
+  .meta({ id: 'CampaignRecipientResult' });
+export type RecipientResult = z.infer<typeof RecipientResult>;

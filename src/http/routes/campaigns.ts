@@ -1,0 +1,214 @@
+/**
+ * /v1/campaigns: create a campaign, read it with its progress, list them, pause, resume or
+ * cancel one, and read its results per recipient (JSON, or CSV with `Accept: text/csv`).
+ */
+import { createRoute, z } from '@hono/zod-openapi';
+import { stream } from 'hono/streaming';
+import { type CampaignDeps, createCampaign } from '../../campaigns/create.ts';
+import {
+  campaignResults,
+  campaignResultsCsv,
+  getCampaign,
+  listCampaigns,
+} from '../../campaigns/read.ts';
+import { changeCampaignState } from '../../campaigns/scheduler.ts';
+import {
+  CAMPAIGN_STATES,
+  CampaignCreated,
+  CampaignView,
+  CreateCampaignRequest,
+  RecipientResult,
+} from '../../campaigns/schemas.ts';
+import { AppError } from '../../errors.ts';
+import { auditItems } from '../audit.ts';
+import { errorBody, errorCodes } from '../operation-errors.ts';
+import { newRouter } from '../router.ts';
+import { needs } from '../scopes.ts';
+
+const IdParam = z.object({
+  id: z
+    .string()
+    .meta({ param: { name: 'id', in: 'path' }, example: '019a0000-0000-7000-8000-000000000000' }),
+});
+
+const create = createRoute({
+  method: 'post',
+  path: '/v1/campaigns',
+  operationId: 'createCampaign',
+  tags: ['campaigns'],
+  summary: 'Call a list of recipients with a flow: at a time, at a pace, inside a calling window',
+  description:
+    "Checks every recipient (its number, language and vars against the flow's params) and stores the campaign; a bad row is reported by its index and field and the good rows still go; a number listed twice is called once. Nothing is called here: the scheduler starts calls from `startAt`, at most `perMinute` a minute and `maxConcurrent` at once, only inside the calling window in each recipient's time zones, never to an opted-out number, and retries as `retry` says (docs/campaigns.md).",
+  security: needs('send'),
+  ...errorCodes({ also: ['UNKNOWN_FLOW', 'INVALID_FLOW', 'INVALID_LANGUAGE'] }),
+  request: {
+    body: { required: true, content: { 'application/json': { schema: CreateCampaignRequest } } },
+  },
+  responses: {
+    201: {
+      description: 'stored, with the rows refused one by one',
+      content: { 'application/json': { schema: CampaignCreated } },
+    },
+    400: errorBody('unknown flow, or not a well-formed campaign (rows are answered one by one)'),
+  },
+});
+
+const list = createRoute({
+  method: 'get',
+  path: '/v1/campaigns',
+  operationId: 'listCampaigns',
+  tags: ['campaigns'],
+  security: needs('read'),
+  summary: 'Campaigns, newest first, with their progress',
+  request: {
+    query: z.object({
+      state: z.enum(CAMPAIGN_STATES).optional(),
+      limit: z.coerce.number().int().min(1).max(200).optional(),
+      cursor: z.string().optional(),
+    }),
+  },
+  responses: {
+    200: {
+      description: 'a page',
+      content: {
+        'application/json': {
+          schema: z
+            .object({ items: z.array(CampaignView), nextCursor: z.string().nullable() })
+            .meta({ id: 'CampaignList' }),
+        },
+      },
+    },
+    400: errorBody('bad filter'),
+  },
+});
+
+const getOne = createRoute({
+  method: 'get',
+  path: '/v1/campaigns/{id}',
+  operationId: 'getCampaign',
+  tags: ['campaigns'],
+  security: needs('read'),
+  summary: 'A campaign: its state and progress (recipients by state, results by outcome)',
+  request: { params: IdParam },
+  responses: {
+    200: { description: 'the campaign', content: { 'application/json': { schema: CampaignView } } },
+    404: errorBody('no such campaign'),
+  },
+});
+
+const results = createRoute({
+  method: 'get',
+  path: '/v1/campaigns/{id}/results',
+  operationId: 'getCampaignResults',
+  tags: ['campaigns'],
+  security: needs('read'),
+  summary: 'One row per recipient: attempts, result, why it was skipped (JSON pages, or CSV)',
+  description:
+    'With `Accept: text/csv`, every recipient as CSV (`line,to,state,attempts,outcome,reason,calls`, `calls` as `attempt:callId:state:outcome` separated by spaces), streamed; otherwise JSON pages in the order of the upload.',
+  request: {
+    params: IdParam,
+    query: z.object({
+      limit: z.coerce.number().int().min(1).max(1000).optional(),
+      cursor: z.string().regex(/^\d+$/, 'a cursor from nextCursor').optional(),
+    }),
+  },
+  responses: {
+    200: {
+      description: 'a page of results (or the CSV)',
+      content: {
+        'application/json': {
+          schema: z
+            .object({ items: z.array(RecipientResult), nextCursor: z.string().nullable() })
+            .meta({ id: 'CampaignResults' }),
+        },
+        'text/csv': { schema: z.string() },
+      },
+    },
+    404: errorBody('no such campaign'),
+  },
+});
+
+function stateRoute(action: 'pause' | 'resume' | 'cancel', summary: string) {
+  const verb = { pause: 'Pause', resume: 'Resume', cancel: 'Cancel' }[action];
+  return createRoute({
+    method: 'post',
+    path: `/v1/campaigns/{id}/${action}`,
+    operationId: `update${verb}Campaign`,
+    tags: ['campaigns'],
+    security: needs('send'),
+    ...errorCodes({ also: ['CONFLICT'] }),
+    summary,
+    request: { params: IdParam },
+    responses: {
+      200: {
+        description: 'the campaign',
+        content: { 'application/json': { schema: CampaignView } },
+      },
+      404: errorBody('no such campaign'),
+      409: errorBody('the campaign is in a state this does not apply to'),
+    },
+  });
+}
+
+const pause = stateRoute('pause', 'Pause: no new calls start; calls in progress finish');
+const resume = stateRoute('resume', 'Resume a paused campaign, at its pace from now');
+const cancel = stateRoute(
+  'cancel',
+  'Cancel: recipients not yet called are cancelled; calls in progress finish',
+);
+
+export function campaignRoutes(deps: CampaignDeps) {
+  const app = newRouter();
+  app.openapi(create, async (c) => {
+    const made = await createCampaign(deps, c.req.valid('json'));
+    c.set('audit', {
+      created: { campaigns: auditItems([made.id]) },
+      ...(made.rejected.length > 0 && { rejected: { recipients: made.rejected.length } }),
+    });
+    const view = await getCampaign(deps.db, made.id);
+    return c.json(
+      { ...view, accepted: made.accepted, duplicates: made.duplicates, rejected: made.rejected },
+      201,
+    );
+  });
+  app.openapi(list, async (c) => c.json(await listCampaigns(deps.db, c.req.valid('query')), 200));
+  app.openapi(getOne, async (c) =>
+    c.json(await getCampaign(deps.db, c.req.valid('param').id), 200),
+  );
+  app.openapi(results, async (c) => {
+    const { id } = c.req.valid('param');
+    const q = c.req.valid('query');
+    if ((c.req.header('accept') ?? '').includes('text/csv')) {
+      await getCampaign(deps.db, id); // a 404 before the stream starts
+      c.header('Content-Type', 'text/csv; charset=utf-8');
+      c.header('Content-Disposition', `attachment; filename="campaign-${id}.csv"`);
+      return stream(c, async (s) => {
+        for await (const chunk of campaignResultsCsv(deps.db, id)) await s.write(chunk);
+      }) as never;
+    }
+    const page = await campaignResults(deps.db, id, {
+      limit: q.limit,
+      afterLine: q.cursor === undefined ? undefined : Number(q.cursor),
+    });
+    return c.json(page, 200);
+  });
+  for (const [route, action] of [
+    [pause, 'pause'],
+    [resume, 'resume'],
+    [cancel, 'cancel'],
+  ] as const) {
+    app.openapi(route, async (c) => {
+      const { id } = c.req.valid('param');
+      const changed = await changeCampaignState(deps, id, action);
+      if (!changed) throw new AppError('NOT_FOUND', `no campaign with id "${id}"`);
+      if ('refused' in changed) {
+        throw new AppError('CONFLICT', `a campaign that is ${changed.refused} cannot ${action}`, [
+          { path: 'id', code: 'INVALID_STATE', message: `the campaign is ${changed.refused}` },
+        ]);
+      }
+      c.set('audit', { changed: { campaigns: auditItems([id]) } });
+      return c.json(await getCampaign(deps.db, id), 200);
+    });
+  }
+  return app;
+}

@@ -1,0 +1,96 @@
+/**
+ * A campaign end to end over real HTTP: the server's scheduler starts each recipient's call
+ * through the sandbox, which plays it (keys, or a failed call) and calls back; a failed first
+ * attempt is retried and its second attempt's outcome is the recipient's result; a number on
+ * the opt-out list is skipped with the reason on its row; the campaign ends `done`, and its
+ * results come as JSON and CSV.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningServer } from '../../src/server.ts';
+import { phone, readJson } from '../support/app.ts';
+import { createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { eventually, startTestServer } from '../support/server.ts';
+
+const post = (url: string, body: unknown) =>
+  fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+
+describe('a campaign through the sandbox (pglite)', () => {
+  let db: TestDatabase;
+  let server: RunningServer;
+  let noHolidays: string;
+
+  beforeAll(async () => {
+    // no public holidays, so the test does not depend on the date it runs
+    noHolidays = mkdtempSync(join(tmpdir(), 'sb-holidays-'));
+    db = await createTestDatabase('pglite');
+    server = await startTestServer(db.database, { env: { HOLIDAYS_DIR: noHolidays } });
+  }, 60_000);
+
+  afterAll(async () => {
+    await server?.stop();
+    await db?.drop();
+    rmSync(noHolidays, { recursive: true, force: true });
+  });
+
+  it('calls, retries, skips the opted-out, and ends done with its results', async () => {
+    const [ann, bob, eve] = [phone(), phone(), phone()];
+    // the sandbox plays each number's messages in turn: Bob's first call fails (and the flow's
+    // `on: failed` texts him), his second answers
+    const scripted = await post(`${server.url}/sandbox/_control/scripts`, [
+      { to: ann, keys: ['1'] },
+      { to: bob, outcome: 'failed' },
+      { to: bob, outcome: 'delivered' },
+      { to: bob, keys: ['1'] },
+    ]);
+    expect(scripted.status).toBe(201);
+    expect((await post(`${server.url}/v1/opt-outs`, { phone: eve })).status).toBe(201);
+    const res = await post(`${server.url}/v1/campaigns`, {
+      flow: 'appointment-reminder',
+      from: 'Clinic',
+      recipients: [ann, bob, eve].map((to) => ({ to, vars: { name: 'Ann', date: 'Monday' } })),
+      perMinute: 600,
+      window: { from: '00:00', to: '24:00' },
+      retry: { on: ['failed'], after: '1s', maxAttempts: 2 },
+    });
+    expect(res.status).toBe(201);
+    const { id } = await readJson(res);
+    const done = await eventually(
+      async () => {
+        const c = await readJson(await fetch(`${server.url}/v1/campaigns/${id}`));
+        return c.state === 'done' && c;
+      },
+      40_000,
+      'the campaign to finish',
+    );
+    expect(done.progress.byState).toEqual({ done: 2, skipped: 1 });
+    expect(done.progress.byOutcome).toEqual({ confirmed: 2 });
+    expect(done.progress.attempts).toBe(3);
+
+    const results = await readJson(await fetch(`${server.url}/v1/campaigns/${id}/results`));
+    const [a, b, e] = results.items;
+    expect(a).toMatchObject({ to: ann, state: 'done', attempts: 1, outcome: 'confirmed' });
+    expect(b).toMatchObject({ to: bob, state: 'done', attempts: 2, outcome: 'confirmed' });
+    expect(b.calls.map((c: { state: string }) => c.state)).toEqual(['failed', 'ended']);
+    expect(e).toMatchObject({ to: eve, state: 'skipped', attempts: 0 });
+    expect(e.reason).toMatch(/opted out/);
+    // each attempt is a real call, with its own path
+    const call = await readJson(await fetch(`${server.url}/v1/calls/${b.calls[1].callId}`));
+    expect(call.outcome).toBe('confirmed');
+    expect(call.path.map((p: { menu: string; key: string }) => `${p.menu}:${p.key}`)).toEqual([
+      'main:1',
+    ]);
+    const csv = await fetch(`${server.url}/v1/campaigns/${id}/results`, {
+      headers: { accept: 'text/csv' },
+    });
+    const lines = (await csv.text()).trim().split('\r\n');
+    expect(lines).toHaveLength(4);
+    expect(lines[2]).toMatch(new RegExp(`^1,\\${bob},done,2,confirmed,,1:[0-9a-f-]+:failed: 2:`));
+  }, 60_000);
+});
