@@ -169,6 +169,8 @@ export const DETAIL_CODES = [
   'AUDIO_NOT_AUDIO',
   // a campaign asked to pause, resume or cancel from a state that does not allow it
   'INVALID_STATE',
+  // a campaign's CSV upload: a line that is not a row of the header's columns
+  'INVALID_CSV',
   // an event endpoint (src/events/endpoints.ts)
   'UNKNOWN_EVENT_TYPE',
   'ADDRESS_NOT_ALLOWED',

@@ -130,7 +130,8 @@ export type CampaignView = z.infer<typeof CampaignView>;
 export const CampaignCreated = CampaignView.extend({
   accepted: z.number().int(),
   duplicates: z.number().int().meta({ description: 'rows whose number was listed before' }),
-  rejected: z.array(RowRejection),
+  rejected: z.array(RowRejection).meta({ description: 'the rows refused (the first 1000)' }),
+  rejectedCount: z.number().int().meta({ description: 'how many rows were refused' }),
 }).meta({ id: 'CampaignCreated' });
 
 export const RecipientResult = z

@@ -20,16 +20,22 @@ import { header, nodeRequest } from './headers.ts';
 const KiB = 1024;
 const MiB = 1024 * KiB;
 // 5000 messages of up to ~6 KiB each (a 10-part SMS with a fallback is ~3.5 KiB), 10 000
-// calls of ~3 KiB each, callbacks carrying 5000 events; everything else: 1 MiB
+// calls of ~3 KiB each, a campaign's 100 000 recipients as JSON, callbacks carrying 5000
+// events; everything else: 1 MiB
 // (test/http/limits.test.ts holds these sizes)
 export const LARGE_BODY = 32 * MiB;
 export const DEFAULT_BODY = 1 * MiB;
 // a speech-call webhook is one key press (a token and a few fields): refused before a big read
 export const SPEECH_HOOK_BODY = 64 * KiB;
+// a campaign's recipients as CSV stream in and are never held whole: a million rows is ~50 MiB
+export const CAMPAIGN_CSV_BODY = 1024 * MiB;
 
-function limitFor(path: string): number {
+function limitFor(path: string, contentType: string | undefined): number {
   if (path === '/hooks/speechcall') return SPEECH_HOOK_BODY;
+  if (path === '/v1/campaigns' && contentType !== undefined && /^text\/csv\b/i.test(contentType))
+    return CAMPAIGN_CSV_BODY;
   return path === '/v1/messages' ||
+    path === '/v1/campaigns' ||
     path === '/v1/calls/batch' ||
     path.startsWith('/hooks/') ||
     path.startsWith('/sandbox/')
@@ -48,13 +54,13 @@ export function bodyLimits(): MiddlewareHandler<AppEnv> {
       `the request body is larger than ${max < MiB ? `${max / KiB} KiB` : `${max / MiB} MiB`}`,
     );
   const counting = new Map(
-    [LARGE_BODY, DEFAULT_BODY, SPEECH_HOOK_BODY].map((max) => [
+    [LARGE_BODY, DEFAULT_BODY, SPEECH_HOOK_BODY, CAMPAIGN_CSV_BODY].map((max) => [
       max,
       bodyLimit({ maxSize: max, onError: (c) => tooLarge(c as Context<AppEnv>, max) }),
     ]),
   );
   return async (c, next) => {
-    const max = limitFor(c.req.path);
+    const max = limitFor(c.req.path, header(c, 'content-type'));
     const chunked = header(c, 'transfer-encoding');
     const length = header(c, 'content-length');
     if (chunked === undefined) {

@@ -4,7 +4,11 @@
  */
 import { createRoute, z } from '@hono/zod-openapi';
 import { stream } from 'hono/streaming';
-import { type CampaignDeps, createCampaign } from '../../campaigns/create.ts';
+import {
+  type CampaignDeps,
+  createCampaign,
+  createCampaignFromCsv,
+} from '../../campaigns/create.ts';
 import {
   campaignResults,
   campaignResultsCsv,
@@ -19,7 +23,9 @@ import {
   CreateCampaignRequest,
   RecipientResult,
 } from '../../campaigns/schemas.ts';
-import { AppError } from '../../errors.ts';
+import { parseWindowSetting } from '../../campaigns/windows.ts';
+import { AppError, type ErrorDetail } from '../../errors.ts';
+import { issuesToDetails } from '../../zod-issues.ts';
 import { auditItems } from '../audit.ts';
 import { errorBody, errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
@@ -30,6 +36,76 @@ const IdParam = z.object({
     .string()
     .meta({ param: { name: 'id', in: 'path' }, example: '019a0000-0000-7000-8000-000000000000' }),
 });
+
+/** A CSV upload's settings, in the query (the body is the recipients). */
+const CsvSettings = z.strictObject({
+  flow: z.string().min(1),
+  from: z.string().min(1),
+  name: z.string().optional(),
+  lang: z.string().optional(),
+  startAt: z.string().optional(),
+  perMinute: z.string().regex(/^\d+$/, 'a whole number').optional(),
+  maxConcurrent: z.string().regex(/^\d+$/, 'a whole number').optional(),
+  window: z.string().optional().meta({ description: 'as CALLING_WINDOW: `09:00-20:00 mon-fri`' }),
+  retryOn: z.string().optional().meta({ description: 'comma-separated, as `retry.on`' }),
+  retryAfter: z.string().optional(),
+  maxAttempts: z.string().regex(/^\d+$/, 'a whole number').optional(),
+});
+
+/** The query of a CSV upload as the JSON request's settings, checked by the same schema. */
+function csvSettings(query: Record<string, string>) {
+  const q = CsvSettings.safeParse(query);
+  if (!q.success) throw validationError(issuesToDetails(q.error.issues, ['query']));
+  const v = q.data;
+  let window: unknown;
+  if (v.window !== undefined) {
+    try {
+      window = parseWindowSetting(v.window);
+    } catch (err) {
+      throw validationError([
+        {
+          path: 'query.window',
+          code: 'INVALID_VALUE',
+          message: err instanceof Error ? err.message : String(err),
+        },
+      ]);
+    }
+  }
+  const settings = {
+    flow: v.flow,
+    from: v.from,
+    ...(v.name !== undefined && { name: v.name }),
+    ...(v.lang !== undefined && { lang: v.lang }),
+    ...(v.startAt !== undefined && { startAt: v.startAt }),
+    ...(v.perMinute !== undefined && { perMinute: Number(v.perMinute) }),
+    ...(v.maxConcurrent !== undefined && { maxConcurrent: Number(v.maxConcurrent) }),
+    ...(window !== undefined && { window }),
+    ...((v.retryOn ?? v.retryAfter ?? v.maxAttempts) !== undefined && {
+      retry: {
+        on: (v.retryOn ?? '')
+          .split(',')
+          .map((s) => s.trim())
+          .filter((s) => s !== ''),
+        after: v.retryAfter,
+        maxAttempts: v.maxAttempts === undefined ? undefined : Number(v.maxAttempts),
+      },
+    }),
+    recipients: [{}],
+  };
+  const parsed = CreateCampaignRequest.safeParse(settings);
+  if (!parsed.success) throw validationError(issuesToDetails(parsed.error.issues, ['query']));
+  const { recipients: _, ...rest } = parsed.data;
+  return rest;
+}
+
+function validationError(details: ErrorDetail[]) {
+  const first = details[0];
+  return new AppError(
+    'VALIDATION_ERROR',
+    first ? `${first.path}: ${first.message}` : 'invalid query',
+    details,
+  );
+}
 
 const create = createRoute({
   method: 'post',
@@ -42,7 +118,22 @@ const create = createRoute({
   security: needs('send'),
   ...errorCodes({ also: ['UNKNOWN_FLOW', 'INVALID_FLOW', 'INVALID_LANGUAGE'] }),
   request: {
-    body: { required: true, content: { 'application/json': { schema: CreateCampaignRequest } } },
+    query: CsvSettings.partial().meta({
+      description: 'With a `text/csv` body only: the settings the JSON body would carry.',
+    }),
+    body: {
+      required: true,
+      content: {
+        'application/json': { schema: CreateCampaignRequest },
+        'text/csv': {
+          schema: z.string().meta({
+            description:
+              'The recipients, streamed: a header row with `to`, an optional `lang`, and a column per var (`name` or `vars.name`); then a row per recipient. A bad line is reported by its line number and the good ones still go. Settings in the query.',
+            example: 'to,name,date\n+380501234567,Maria,the third of March\n',
+          }),
+        },
+      },
+    },
   },
   responses: {
     201: {
@@ -159,15 +250,47 @@ const cancel = stateRoute(
 
 export function campaignRoutes(deps: CampaignDeps) {
   const app = newRouter();
+  // a CSV body streams into the campaign here; JSON goes on to the route's validator
+  app.post('/v1/campaigns', async (c, next) => {
+    if (!/^text\/csv\b/i.test(c.req.header('content-type') ?? '')) return next();
+    const settings = csvSettings(c.req.query());
+    const body = c.req.raw.body;
+    if (!body) {
+      throw validationError([{ path: 'body', code: 'REQUIRED', message: 'the CSV is missing' }]);
+    }
+    const made = await createCampaignFromCsv(deps, settings, body);
+    c.set('audit', {
+      created: { campaigns: auditItems([made.id]) },
+      ...(made.rejectedCount > 0 && { rejected: { recipients: made.rejectedCount } }),
+    });
+    const view = await getCampaign(deps.db, made.id);
+    return c.json(
+      {
+        ...view,
+        accepted: made.accepted,
+        duplicates: made.duplicates,
+        rejected: made.rejected,
+        rejectedCount: made.rejectedCount,
+      },
+      201,
+    );
+  });
   app.openapi(create, async (c) => {
-    const made = await createCampaign(deps, c.req.valid('json'));
+    // a JSON body (a CSV one was taken by the handler above)
+    const made = await createCampaign(deps, c.req.valid('json') as CreateCampaignRequest);
     c.set('audit', {
       created: { campaigns: auditItems([made.id]) },
       ...(made.rejected.length > 0 && { rejected: { recipients: made.rejected.length } }),
     });
     const view = await getCampaign(deps.db, made.id);
     return c.json(
-      { ...view, accepted: made.accepted, duplicates: made.duplicates, rejected: made.rejected },
+      {
+        ...view,
+        accepted: made.accepted,
+        duplicates: made.duplicates,
+        rejected: made.rejected,
+        rejectedCount: made.rejected.length,
+      },
       201,
     );
   });
