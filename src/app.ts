@@ -14,6 +14,7 @@ import { callStatusHook, type EventDeps } from './calls/events.ts';
 import { callsByState } from './calls/read.ts';
 import { createFlowRegistry, type FlowRegistry } from './calls/registry.ts';
 import type { StartDeps } from './calls/start.ts';
+import { loadHolidays } from './campaigns/windows.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Database, Db } from './db/client.ts';
@@ -137,6 +138,12 @@ export function createApp(deps: AppDeps) {
     clock,
     flows,
     spoken,
+    // windows, holidays and the cap: campaigns', and plain sends' that ask for them
+    limits: {
+      window: deps.config.campaigns.window,
+      holidays: loadHolidays(deps.config.campaigns.holidaysDir),
+      capPerDay: deps.config.campaigns.capPerDay,
+    },
     maxSmsParts: deps.config.maxSmsParts,
     signingSecret: secrets.signing,
     verifyingSecrets: secrets.verifying,
@@ -185,6 +192,7 @@ export function createApp(deps: AppDeps) {
       clock,
       maxSmsParts: deps.config.maxSmsParts,
       lifetimeSeconds: deps.config.messageLifetimeSeconds,
+      limits: calls.limits!,
       ...(deps.onQueued && { onQueued: deps.onQueued }),
     }),
   );

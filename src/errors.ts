@@ -56,6 +56,10 @@ export const ERROR_CODES = [
   'UNKNOWN_FLOW_VERSION',
   // the recipient is on the opt-out list (src/opt-outs/): nothing is sent to it
   'OPTED_OUT',
+  // a send that asked for a calling window no time of the next two weeks fits, or for the
+  // frequency cap the number has reached (src/campaigns/limits.ts)
+  'OUTSIDE_WINDOW',
+  'OVER_CAP',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -113,6 +117,8 @@ export const DETAIL_CODES = [
   'INVALID_MESSAGE',
   'DUPLICATE_CUSTOMER_MESSAGE_ID',
   'OPTED_OUT',
+  'OUTSIDE_WINDOW',
+  'OVER_CAP',
   // a cascade message (src/provider/cascade.ts)
   'DUPLICATE_ID',
   'DUPLICATE_VARIABLE',
@@ -243,6 +249,8 @@ export function httpStatus(
     case 'IDEMPOTENCY_KEY_IN_USE':
     case 'ENDPOINT_READ_ONLY':
     case 'OPTED_OUT':
+    case 'OUTSIDE_WINDOW':
+    case 'OVER_CAP':
       return 409;
     case 'PAYLOAD_TOO_LARGE':
       return 413;

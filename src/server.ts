@@ -8,7 +8,6 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { createApp, databaseGauges } from './app.ts';
 import { createFlowRegistry } from './calls/registry.ts';
-import { loadHolidays } from './campaigns/windows.ts';
 import { systemClock } from './clock.ts';
 import { type Config, isLoopbackHost } from './config.ts';
 import { type Database, openDatabase } from './db/client.ts';
@@ -271,7 +270,7 @@ export async function startServer(
       ...calls,
       logger: logger.child({ component: 'campaigns' }),
       window: config.campaigns.window,
-      holidays: loadHolidays(config.campaigns.holidaysDir),
+      holidays: calls.limits!.holidays,
       capPerDay: config.campaigns.capPerDay,
     },
   });

@@ -1352,6 +1352,8 @@ export interface components {
         | 'INVALID_MESSAGE'
         | 'DUPLICATE_CUSTOMER_MESSAGE_ID'
         | 'OPTED_OUT'
+        | 'OUTSIDE_WINDOW'
+        | 'OVER_CAP'
         | 'DUPLICATE_ID'
         | 'DUPLICATE_VARIABLE'
         | 'UNKNOWN_VARIABLE'
@@ -1400,6 +1402,7 @@ export interface components {
         | 'NO_VOICE'
         | 'AUDIO_NOT_AUDIO'
         | 'INVALID_STATE'
+        | 'INVALID_CSV'
         | 'UNKNOWN_EVENT_TYPE'
         | 'ADDRESS_NOT_ALLOWED';
       message: string;
@@ -1471,6 +1474,16 @@ export interface components {
       messages: {
         [key: string]: unknown;
       }[];
+      /** @description Send only inside this calling window in the recipient's time zones (`true`: CALLING_WINDOW); outside it, the send waits for it (docs/campaigns.md). */
+      window?:
+        | true
+        | {
+            from: string;
+            to: string;
+            days?: ('mon' | 'tue' | 'wed' | 'thu' | 'fri' | 'sat' | 'sun')[];
+          };
+      /** @description Count this send against CONTACT_CAP_PER_DAY (per number and local day, campaigns included); over it, refused with OVER_CAP. */
+      cap?: boolean;
     };
     Message: {
       /** @example 0193f1c2-7b4e-7c1a-9f3d-2a6b8c0d1e2f */
@@ -1733,6 +1746,16 @@ export interface components {
        * @example en
        */
       lang?: string;
+      /** @description Send only inside this calling window in the recipient's time zones (`true`: CALLING_WINDOW); outside it, the send waits for it (docs/campaigns.md). */
+      window?:
+        | true
+        | {
+            from: string;
+            to: string;
+            days?: ('mon' | 'tue' | 'wed' | 'thu' | 'fri' | 'sat' | 'sun')[];
+          };
+      /** @description Count this send against CONTACT_CAP_PER_DAY (per number and local day, campaigns included); over it, refused with OVER_CAP. */
+      cap?: boolean;
     };
     BatchCallsResponse: {
       flow: string;
@@ -1771,6 +1794,16 @@ export interface components {
       flow: string;
       from: string;
       lang?: string;
+      /** @description Send only inside this calling window in the recipient's time zones (`true`: CALLING_WINDOW); outside it, the send waits for it (docs/campaigns.md). */
+      window?:
+        | true
+        | {
+            from: string;
+            to: string;
+            days?: ('mon' | 'tue' | 'wed' | 'thu' | 'fri' | 'sat' | 'sun')[];
+          };
+      /** @description Count this send against CONTACT_CAP_PER_DAY (per number and local day, campaigns included); over it, refused with OVER_CAP. */
+      cap?: boolean;
       calls: {
         to: string;
         vars?: {
@@ -1868,12 +1901,15 @@ export interface components {
       accepted: number;
       /** @description rows whose number was listed before */
       duplicates: number;
+      /** @description the rows refused (the first 1000) */
       rejected: {
         row: number;
         code: string;
         message: string;
         details: components['schemas']['ErrorDetail'][];
       }[];
+      /** @description how many rows were refused */
+      rejectedCount: number;
     };
     CampaignRetryPolicy: {
       /**
@@ -4906,7 +4942,21 @@ export interface operations {
   };
   createCampaign: {
     parameters: {
-      query?: never;
+      query?: {
+        flow?: string;
+        from?: string;
+        name?: string;
+        lang?: string;
+        startAt?: string;
+        perMinute?: string;
+        maxConcurrent?: string;
+        /** @description as CALLING_WINDOW: `09:00-20:00 mon-fri` */
+        window?: string;
+        /** @description comma-separated, as `retry.on` */
+        retryOn?: string;
+        retryAfter?: string;
+        maxAttempts?: string;
+      };
       header?: {
         /** @description 1 to 255 printable ASCII characters. The first answer to a request with this key is kept for 24 hours and given again (with `Idempotent-Replayed: true`) to a repeat of the same request; the same key with another request is a 409 IDEMPOTENCY_KEY_REUSED, and while the first is running a 409 IDEMPOTENCY_KEY_IN_USE. */
         'Idempotency-Key'?: string;
@@ -4917,6 +4967,7 @@ export interface operations {
     requestBody: {
       content: {
         'application/json': components['schemas']['CreateCampaignRequest'];
+        'text/csv': string;
       };
     };
     responses: {

@@ -1,4 +1,6 @@
 /** What the call runtime is given: the clock, the flows, and the hooks it tells. */
+
+import type { LimitSettings } from '../campaigns/limits.ts';
 import type { Clock } from '../clock.ts';
 import type { Db } from '../db/client.ts';
 import type { TokenSecret } from '../flows/index.ts';
@@ -32,4 +34,6 @@ export interface StartDeps extends RuntimeDeps {
   hookUrl: string;
   /** `say:` prompts' URLs and rows (src/speech/spoken.ts); unset: a flow may not speak */
   spoken?: SpokenPrompts;
+  /** the project's window, holidays and cap, for sends that ask (src/campaigns/limits.ts) */
+  limits?: LimitSettings;
 }

@@ -1,5 +1,6 @@
 /** The request and answer bodies of POST /v1/calls and /v1/calls/batch. */
 import { z } from 'zod';
+import { SendLimitsInput } from '../campaigns/limits.ts';
 import { ErrorDetailView } from '../messages/views.ts';
 
 export const StartCallRequest = z
@@ -15,6 +16,7 @@ export const StartCallRequest = z
       .string()
       .optional()
       .meta({ description: "one of the flow's languages; default its first", example: 'en' }),
+    ...SendLimitsInput,
   })
   .meta({ id: 'StartCallRequest' });
 export type StartCallRequest = z.infer<typeof StartCallRequest>;
@@ -50,6 +52,7 @@ export const BatchCallsRequest = z
     flow: z.string().min(1),
     from: z.string().min(1),
     lang: z.string().optional(),
+    ...SendLimitsInput,
     calls: z.array(z.record(z.string(), z.unknown()).meta(batchCallShape)).min(1).max(10_000),
   })
   .meta({

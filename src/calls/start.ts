@@ -8,6 +8,8 @@
  */
 
 import type { z } from 'zod';
+import { decideLimits, delayOutbox, type LimitSettings } from '../campaigns/limits.ts';
+import { NO_HOLIDAYS } from '../campaigns/windows.ts';
 import type { Tx } from '../db/client.ts';
 import { AppError } from '../errors.ts';
 import type { CompiledFlow } from '../flows/index.ts';
@@ -73,13 +75,39 @@ export async function startCall(
     state: 'queued',
   };
   await deps.db.transaction(async (tx) => {
+    // a calling window or the frequency cap, when asked (src/campaigns/limits.ts)
+    const [decision] = asksLimits(input)
+      ? await decideLimits(tx, limitsOf(deps), input, [{ to: input.to, path: 'to' }], now)
+      : [];
+    if (decision && !decision.ok) {
+      throw new AppError(decision.code, decision.message, decision.details);
+    }
     await pinVersion(tx, compiled, flow.source, now);
     await storeCalls(tx, deps, compiled, [{ p, input }], now);
+    if (decision?.ok && decision.availableAt) {
+      await delayOutbox(tx, [{ messageId: p.message.row.id!, availableAt: decision.availableAt }]);
+    }
     await bumpStats(tx, [{ scope: statScope(compiled, p), entries: [STARTED] }]);
     await record?.(tx, started);
   });
   deps.onQueued?.();
   return started;
+}
+
+/** Whether a request asked for a window or the cap. */
+function asksLimits(input: { window?: unknown; cap?: boolean | undefined }): boolean {
+  return input.window !== undefined || input.cap === true;
+}
+
+/** The project's window, holidays and cap (StartDeps.limits), or none of them. */
+function limitsOf(deps: StartDeps): LimitSettings {
+  return (
+    deps.limits ?? {
+      window: { from: '00:00', to: '24:00' },
+      holidays: NO_HOLIDAYS,
+      capPerDay: undefined,
+    }
+  );
 }
 
 // One transaction per chunk: a batch of 10 000 never holds one giant transaction open. A
@@ -158,15 +186,45 @@ export async function startCalls(
       else ready.push({ index, p: prepared.call!, input: callInput });
     });
     if (ready.length === 0) continue;
+    let stored = ready;
     await deps.db.transaction(async (tx) => {
+      // a calling window or the frequency cap, when the batch asked (src/campaigns/limits.ts)
+      const decisions = asksLimits(input)
+        ? await decideLimits(
+            tx,
+            limitsOf(deps),
+            input,
+            ready.map((r) => ({ to: r.input.to, path: `calls[${r.index}].to` })),
+            now,
+          )
+        : [];
+      stored = ready.filter((r, i) => {
+        const d = decisions[i];
+        if (!d || d.ok) return true;
+        results[r.index] = {
+          status: 'rejected',
+          error: { code: d.code, message: d.message, details: d.details },
+        };
+        return false;
+      });
+      if (stored.length === 0) return;
       await pinVersion(tx, compiled, flow.source, now);
-      await storeCalls(tx, deps, compiled, ready, now);
+      await storeCalls(tx, deps, compiled, stored, now);
+      await delayOutbox(
+        tx,
+        ready.flatMap((r, i) => {
+          const d = decisions[i];
+          return d?.ok && d.availableAt
+            ? [{ messageId: r.p.message.row.id!, availableAt: d.availableAt }]
+            : [];
+        }),
+      );
       await bumpStats(
         tx,
-        ready.map((r) => ({ scope: statScope(compiled, r.p), entries: [STARTED] })),
+        stored.map((r) => ({ scope: statScope(compiled, r.p), entries: [STARTED] })),
       );
     });
-    for (const r of ready) {
+    for (const r of stored) {
       results[r.index] = {
         id: r.p.id,
         messageId: r.p.message.row.id!,
@@ -174,7 +232,7 @@ export async function startCalls(
         status: 'queued',
       };
     }
-    queued += ready.length;
+    queued += stored.length;
     deps.onQueued?.();
   }
   return { flow: compiled.id, flowVersion: compiled.version, calls: results, queued };

@@ -29,6 +29,7 @@ import { parseDuration } from '../flows/schema.ts';
 import { isUuid } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import { optedOutAmong } from '../opt-outs/store.ts';
+import { localDateOf, takeContacts } from './limits.ts';
 import { OPEN_RECIPIENT_STATES, type RetryPolicy } from './schemas.ts';
 import { type CallingWindow, type HolidayCalendar, nextAllowed } from './windows.ts';
 import { countryOf, zonesOf } from './zones.ts';
@@ -291,7 +292,7 @@ async function release(deps: SchedulerDeps, campaign: Running): Promise<number> 
       } else callable.push({ due: d, zones, country });
     }
     // the frequency cap, taken atomically per number and local day (any instance, any campaign)
-    const capped = await takeContacts(tx, deps, callable, now);
+    const capped = await overCap(tx, deps, callable, now);
     const ready: { p: PreparedCall; input: { to: string; from: string }; due: Due }[] = [];
     for (const c of callable) {
       if (capped.has(c.due.id)) {
@@ -353,34 +354,17 @@ function nextLocalDay(now: Date, zones: readonly string[]): Date {
   return new Date(now.getTime() - sinceMidnight + 86_400_000);
 }
 
-/** The number's local date (YYYY-MM-DD) in its first zone. */
-function localDate(now: Date, zones: readonly string[]): string {
-  return new Intl.DateTimeFormat('en-CA', { timeZone: zones[0] ?? 'UTC' }).format(now);
-}
-
-/**
- * Takes one contact per recipient under the cap (one statement: an upsert that counts only
- * while under it); answers the recipients over it.
- */
-async function takeContacts(
+/** The recipients over the frequency cap (each other one takes a contact for its day). */
+async function overCap(
   tx: Tx,
   deps: SchedulerDeps,
   callable: ReadonlyArray<{ due: Due; zones: string[] }>,
   now: Date,
 ): Promise<Set<number>> {
   if (deps.capPerDay === undefined || callable.length === 0) return new Set();
-  const wanted = callable.map((c) => ({ phone: c.due.phone, day: localDate(now, c.zones) }));
-  const taken = rowsOf<{ phone: string }>(
-    await tx.execute(sql`
-      insert into contact_counts (phone, day, count)
-      select v.phone, v.day, 1 from jsonb_to_recordset(${JSON.stringify(wanted)}::jsonb)
-        as v(phone text, day date)
-      on conflict (phone, day) do update set count = contact_counts.count + 1
-        where contact_counts.count < ${deps.capPerDay}
-      returning phone`),
-  );
-  const ok = new Set(taken.map((t) => t.phone));
-  return new Set(callable.filter((c) => !ok.has(c.due.phone)).map((c) => c.due.id));
+  const wanted = callable.map((c) => ({ phone: c.due.phone, day: localDateOf(now, c.zones) }));
+  const taken = await takeContacts(tx, wanted, deps.capPerDay);
+  return new Set(callable.filter((_, i) => !taken[i]).map((c) => c.due.id));
 }
 
 async function storeStarted(

@@ -23,6 +23,9 @@ Commands:
   send [flags | --file f]       send messages (one from flags, or a JSON/CSV file)
   call <flow> --to ... --from ... [--var k=v] [--wait]   start a call from a flow
   call <flow> --file calls.csv --from ...                start a batch of calls
+  campaign create <flow> --from ... --file recipients.csv [--per-minute N ...]   start a campaign
+  campaign status <id> [--wait] | pause | resume | cancel <id>   follow or steer a campaign
+  campaign export <id> [--out results.csv]      a campaign's results as CSV
   tokens create --name NAME --scope read,send   make an API token (printed once)
   tokens list | tokens revoke <id>              list or revoke API tokens
 
@@ -52,6 +55,10 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     case 'call': {
       const { runCall } = await import('./call.ts');
       return runCall(rest, io);
+    }
+    case 'campaign': {
+      const { runCampaign } = await import('./campaign.ts');
+      return runCampaign(rest, io);
     }
     case 'tokens': {
       const { runTokens } = await import('./tokens.ts');

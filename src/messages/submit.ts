@@ -7,6 +7,8 @@
  * const { results } = await submitMessages({ db, clock }, [{ from: 'Acme', to: '+380501234567', type: 'sms', text: 'Hi' }]);
  */
 import { type SQL, sql } from 'drizzle-orm';
+import { decideLimits, delayOutbox, type LimitSettings } from '../campaigns/limits.ts';
+import type { CallingWindow } from '../campaigns/windows.ts';
 import type { Clock } from '../clock.ts';
 import { type Db, executePrepared, type Tx } from '../db/client.ts';
 import type { NewMessageRow } from '../db/schema/index.ts';
@@ -42,6 +44,11 @@ export interface SubmitOptions {
   role?: 'call' | 'follow-up';
   /** the life of a message that states none (MESSAGE_LIFETIME_SECONDS) */
   lifetimeSeconds?: number;
+  /** a calling window or the frequency cap the request asked for (src/campaigns/limits.ts) */
+  limits?: {
+    asked: { window?: true | CallingWindow | undefined; cap?: boolean | undefined };
+    settings: LimitSettings;
+  };
 }
 
 /** A message that passed validation, with its ids assigned, ready to be stored. */
@@ -381,7 +388,7 @@ export async function submitMessages(
     deps.db,
     checked.prepared.map((p) => p.row.to),
   );
-  const prepared = checked.prepared.filter((p) => {
+  let prepared = checked.prepared.filter((p) => {
     if (!optedOut.has(p.row.to)) return true;
     const cmid = (inputs[p.index] as { customerMessageId?: unknown }).customerMessageId;
     results[p.index] = rejected(cmid, optedOutRejection(`messages[${p.index}].to`, p.row.to));
@@ -403,7 +410,39 @@ export async function submitMessages(
   const store = () =>
     deps.db.transaction(async (tx) => {
       const events = subscriptionsOf(deps.db).wants('message.status');
+      // a window or the cap, when asked: decided in this transaction (the cap is taken here)
+      const limits = opts.limits;
+      const decisions = limits
+        ? await decideLimits(
+            tx,
+            limits.settings,
+            limits.asked,
+            prepared.map((p) => ({ to: p.row.to, path: `messages[${p.index}].to` })),
+            now,
+          )
+        : [];
+      const delays: Array<{ messageId: string; availableAt: Date }> = [];
+      if (limits) {
+        prepared = prepared.filter((p, i) => {
+          const d = decisions[i]!;
+          if (d.ok) {
+            if (d.availableAt) delays.push({ messageId: p.row.id!, availableAt: d.availableAt });
+            return true;
+          }
+          const cmid = (inputs[p.index] as { customerMessageId?: unknown }).customerMessageId;
+          results[p.index] = rejected(cmid, {
+            code: d.code,
+            message: d.message,
+            details: d.details,
+          });
+          return false;
+        });
+      }
       const inserted = await storeMessages(tx, prepared, now, events);
+      await delayOutbox(
+        tx,
+        delays.filter((d) => inserted.has(d.messageId)),
+      );
       const skipped = prepared.filter((p) => !inserted.has(p.row.id!));
       const stored = skipped.length > 0 ? await storedUnder(tx, skipped) : new Map();
       const out = answer(inserted, stored);

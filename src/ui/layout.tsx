@@ -9,7 +9,15 @@ import type { Context } from 'hono';
 import { raw } from 'hono/html';
 import type { Child, FC, PropsWithChildren } from 'hono/jsx';
 
-export type Section = 'home' | 'flows' | 'calls' | 'messages' | 'inbound' | 'endpoints' | 'try';
+export type Section =
+  | 'home'
+  | 'flows'
+  | 'calls'
+  | 'campaigns'
+  | 'messages'
+  | 'inbound'
+  | 'endpoints'
+  | 'try';
 
 /** The console's page frame (routes.tsx `page`): a body in the layout, with its options. */
 export type RenderPage = (
@@ -23,6 +31,7 @@ export type RenderPage = (
 const NAV: [Section, string, string][] = [
   ['flows', '/ui/flows', 'Flows'],
   ['calls', '/ui/calls', 'Calls'],
+  ['campaigns', '/ui/campaigns', 'Campaigns'],
   ['messages', '/ui/messages', 'Messages'],
   ['inbound', '/ui/inbound', 'Incoming Viber'],
   ['endpoints', '/ui/endpoints', 'Endpoints'],

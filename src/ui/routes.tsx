@@ -15,7 +15,9 @@
  * `GET /ui/assets/{console.css,console.js,flow-edit.js,mermaid.min.js}`. The flow editor:
  * `/ui/flows/{id}/edit` and its posts (`check`, `test`, `replay`, `download`, `save`), in
  * src/ui/flow-edit.tsx. A flow's versions: `/ui/flows/{id}/versions` and
- * `/ui/flows/{id}/compare?from=&to=` (src/ui/pages/flow-versions.tsx). A flow's spoken
+ * `/ui/flows/{id}/compare?from=&to=` (src/ui/pages/flow-versions.tsx). Campaigns:
+ * `/ui/campaigns`, `/ui/campaigns/{id}`, `/ui/campaigns/{id}/results.csv` and `POST
+ * /ui/campaigns/{id}/{pause,resume,cancel}` (src/ui/pages/campaigns.tsx). A flow's spoken
  * prompt with vars typed in: `GET /ui/flows/{id}/say?node=&lang=&var.{name}=` (the audio,
  * rendered now and not stored).
  *
@@ -75,6 +77,7 @@ import {
   CallSearch,
   CallsTable,
 } from './pages/calls.tsx';
+import { campaignPages } from './pages/campaigns.tsx';
 import { flowReplayPages } from './pages/flow-replay.tsx';
 import { flowVersionPages } from './pages/flow-versions.tsx';
 import {
@@ -724,6 +727,8 @@ export function consoleRoutes(deps: ConsoleDeps) {
   app.route('/', flowReplayPages({ db, clock, flows, page }));
   // a flow's versions and two of them compared (src/ui/pages/flow-versions.tsx)
   app.route('/', flowVersionPages({ db, flows, page }));
+  // campaigns: list, progress, pause / resume / cancel, results CSV (src/ui/pages/campaigns.tsx)
+  app.route('/', campaignPages({ db, clock, page }));
   // event endpoints, their attempts and replay (src/ui/endpoints.tsx)
   app.route('/', endpointPages({ db, clock, page }));
   // the flow editor: check, test, replay, download, save (src/ui/flow-edit.tsx)

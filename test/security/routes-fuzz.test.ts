@@ -94,6 +94,25 @@ const ROUTES: Record<string, RouteEntry> = {
     params: { id: '00000000-0000-4000-8000-000000000000' },
     form: { key: '1' },
   },
+  // campaigns (src/ui/pages/campaigns.tsx)
+  'GET /ui/campaigns': { query: ['state', 'cursor'] },
+  'GET /ui/campaigns/:id': {
+    params: { id: '00000000-0000-4000-8000-000000000000' },
+    query: ['changed', 'refused', 'action'],
+  },
+  'GET /ui/campaigns/:id/results.csv': { params: { id: '00000000-0000-4000-8000-000000000000' } },
+  'POST /ui/campaigns/:id/pause': {
+    params: { id: '00000000-0000-4000-8000-000000000000' },
+    form: {},
+  },
+  'POST /ui/campaigns/:id/resume': {
+    params: { id: '00000000-0000-4000-8000-000000000000' },
+    form: {},
+  },
+  'POST /ui/campaigns/:id/cancel': {
+    params: { id: '00000000-0000-4000-8000-000000000000' },
+    form: {},
+  },
   'GET /ui/messages': { query: ['to', 'status', 'type', 'cursor'] },
   'GET /ui/messages/:ref': { params: { ref: 'order-1' } },
   'GET /ui/inbound': { query: ['from', 'cursor'] },

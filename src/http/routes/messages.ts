@@ -2,7 +2,9 @@
  * /v1/messages: submit, read one with its timeline, list. Each handler parses, calls one
  * domain verb and returns its result; errors travel as AppError to the one envelope.
  */
+
 import { createRoute, z } from '@hono/zod-openapi';
+import { type LimitSettings, SendLimitsInput } from '../../campaigns/limits.ts';
 import type { Clock } from '../../clock.ts';
 import type { Db } from '../../db/client.ts';
 import { getMessage, listMessages } from '../../messages/read.ts';
@@ -24,6 +26,7 @@ export const SubmitRequest = z
       description:
         'message objects of the provider\'s messagelist (docs/provider.md: sms, viber_trans, viber_promo, viber_carousel, viber_survey, viber_otp, viber_session, rcs, flashcall, flashcall_callback, speechcall), or `type: "cascade"` for one message through the cascade API; customerMessageId optional (generated when absent)',
     }),
+    ...SendLimitsInput,
   })
   .meta({
     id: 'SubmitRequest',
@@ -140,13 +143,15 @@ const list = createRoute({
 export function messageRoutes(deps: {
   db: Db;
   clock: Clock;
+  /** the project's window, holidays and cap, for a request that asks for them */
+  limits?: LimitSettings;
   maxSmsParts?: number;
   lifetimeSeconds?: number;
   onQueued?: () => void;
 }) {
   const app = newRouter();
   app.openapi(submit, async (c) => {
-    const { messages } = c.req.valid('json');
+    const { messages, window, cap } = c.req.valid('json');
     const idempotency = c.get('idempotency');
     // 202 whatever the mix, all rejected too: a well-formed list is answered per message
     const { results, created } = await submitMessages(
@@ -155,6 +160,8 @@ export function messageRoutes(deps: {
       {
         ...(deps.maxSmsParts !== undefined && { maxSmsParts: deps.maxSmsParts }),
         ...(deps.lifetimeSeconds !== undefined && { lifetimeSeconds: deps.lifetimeSeconds }),
+        ...((window !== undefined || cap === true) &&
+          deps.limits && { limits: { asked: { window, cap }, settings: deps.limits } }),
       },
       // an Idempotency-Key's answer commits with the messages it names
       idempotency && ((tx, answer) => idempotency.save(tx, 202, { messages: answer })),
