@@ -22,9 +22,9 @@ import { issuesToDetails } from '../zod-issues.ts';
 import { startingPace } from './scheduler.ts';
 import {
   CampaignRecipientInput,
+  type CampaignRetryPolicy,
   type CreateCampaignRequest,
   NO_RETRY,
-  type RetryPolicy,
 } from './schemas.ts';
 import type { CallingWindow } from './windows.ts';
 
@@ -163,7 +163,7 @@ async function insertCampaign(
     perMinute: input.perMinute ?? 60,
     maxConcurrent: input.maxConcurrent ?? null,
     window: (input.window ?? null) satisfies CallingWindow | null,
-    retry: (input.retry ?? NO_RETRY) satisfies RetryPolicy,
+    retry: (input.retry ?? NO_RETRY) satisfies CampaignRetryPolicy,
     pacedAt: startingPace(startAt, input.perMinute ?? 60),
     recipients,
     createdAt: now,

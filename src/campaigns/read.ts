@@ -9,7 +9,7 @@ import { campaignAttempts, campaignRecipients, campaigns } from '../db/schema/in
 import { AppError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
 import { decodeCursor, encodeCursor } from '../messages/read.ts';
-import type { CampaignView, RecipientResult, RetryPolicy } from './schemas.ts';
+import type { CampaignRetryPolicy, CampaignView, RecipientResult } from './schemas.ts';
 import type { CallingWindow } from './windows.ts';
 
 type CampaignRow = typeof campaigns.$inferSelect;
@@ -56,7 +56,7 @@ function toView(row: CampaignRow, p: Awaited<ReturnType<typeof progressOf>>): Ca
     perMinute: row.perMinute,
     maxConcurrent: row.maxConcurrent,
     window: row.window as CallingWindow | null,
-    retry: row.retry as RetryPolicy,
+    retry: row.retry as CampaignRetryPolicy,
     recipients: row.recipients,
     progress: {
       byState: p.byState.get(row.id) ?? {},

@@ -30,7 +30,7 @@ import { isUuid } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import { optedOutAmong } from '../opt-outs/store.ts';
 import { localDateOf, takeContacts } from './limits.ts';
-import { OPEN_RECIPIENT_STATES, type RetryPolicy } from './schemas.ts';
+import { type CampaignRetryPolicy, OPEN_RECIPIENT_STATES } from './schemas.ts';
 import { type CallingWindow, type HolidayCalendar, nextAllowed } from './windows.ts';
 import { countryOf, zonesOf } from './zones.ts';
 
@@ -85,7 +85,7 @@ interface Ended {
   attempts: number;
   outcome: string | null;
   best_call_id: string | null;
-  retry: RetryPolicy;
+  retry: CampaignRetryPolicy;
   campaign_state: string;
   call_state: string;
   call_outcome: string | null;
@@ -97,7 +97,7 @@ export function settle(r: {
   attempts: number;
   outcome: string | null;
   bestCallId: string | null;
-  retry: RetryPolicy;
+  retry: CampaignRetryPolicy;
   cancelled: boolean;
   call: { id: string; state: string; outcome: string | null; endedAt: Date };
 }): { state: 'retry' | 'done'; outcome: string | null; bestCallId: string; nextAt: Date | null } {

@@ -32,7 +32,7 @@ export const OPEN_RECIPIENT_STATES: readonly RecipientState[] = [
  */
 export const ATTEMPT_RESULTS = ['failed', 'no-outcome'] as const;
 
-export const RetryPolicy = z
+export const CampaignRetryPolicy = z
   .strictObject({
     on: z
       .array(z.union([z.enum(ATTEMPT_RESULTS), OutcomeName]))
@@ -46,10 +46,10 @@ export const RetryPolicy = z
     maxAttempts: z.number().int().min(1).max(10),
   })
   .meta({ id: 'CampaignRetryPolicy' });
-export type RetryPolicy = z.infer<typeof RetryPolicy>;
+export type CampaignRetryPolicy = z.infer<typeof CampaignRetryPolicy>;
 
 /** No retry unless asked: one attempt per recipient. */
-export const NO_RETRY: RetryPolicy = { on: ['failed'], after: '1h', maxAttempts: 1 };
+export const NO_RETRY: CampaignRetryPolicy = { on: ['failed'], after: '1h', maxAttempts: 1 };
 
 export const CampaignRecipientInput = z.object({
   to: z.string(),
@@ -78,7 +78,7 @@ export const CreateCampaignRequest = z
       description:
         "When calls may start, in each recipient's time zones (from the number); unset: CALLING_WINDOW.",
     }),
-    retry: RetryPolicy.optional(),
+    retry: CampaignRetryPolicy.optional(),
   })
   .meta({
     id: 'CreateCampaignRequest',
@@ -114,7 +114,7 @@ export const CampaignView = z
     perMinute: z.number().int(),
     maxConcurrent: z.number().int().nullable(),
     window: CallingWindowSchema.nullable(),
-    retry: RetryPolicy,
+    retry: CampaignRetryPolicy,
     recipients: z.number().int(),
     progress: z.object({
       byState: z.record(z.string(), z.number().int()),
