@@ -902,6 +902,72 @@ export interface webhooks {
     patch?: never;
     trace?: never;
   };
+  'campaign.started': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * campaign.started (version 1)
+     * @description A campaign's start time came: it runs (docs/campaigns.md).
+     *
+     *     Subject (the unit of ordering): `campaign:<campaignId>`. Answer any 2xx within 15 seconds to acknowledge; anything else is retried (docs/events.md).
+     */
+    post: operations['receiveCampaignStartedEvent'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  'campaign.recipient.done': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * campaign.recipient.done (version 1)
+     * @description A campaign's recipient has its result: its last attempt settled with no retry due, or it was skipped (opted out, no time fits its window, its call refused).
+     *
+     *     Subject (the unit of ordering): `campaign:<campaignId>`. Answer any 2xx within 15 seconds to acknowledge; anything else is retried (docs/events.md).
+     */
+    post: operations['receiveCampaignRecipientDoneEvent'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  'campaign.done': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * campaign.done (version 1)
+     * @description A campaign finished (no recipient left to call) or was cancelled.
+     *
+     *     Subject (the unit of ordering): `campaign:<campaignId>`. Answer any 2xx within 15 seconds to acknowledge; anything else is retried (docs/events.md).
+     */
+    post: operations['receiveCampaignDoneEvent'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
 }
 export interface components {
   schemas: {
@@ -1270,6 +1336,103 @@ export interface components {
       outcome: string | null;
       /**
        * @description when the action ran (the key, status or timer was applied) (ISO 8601)
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      at: string;
+    };
+    /** @description A campaign's start time came: it runs (docs/campaigns.md). */
+    CampaignStartedEvent: {
+      /** @enum {string} */
+      type: 'campaign.started';
+      /**
+       * @description when the event was recorded (ISO 8601): the same on every attempt
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      timestamp: string;
+      data: components['schemas']['CampaignStartedEventData'];
+    };
+    CampaignStartedEventData: {
+      /**
+       * @description the campaign (GET /v1/campaigns/{id})
+       * @example 0193f1c2-6a00-7000-8000-1a2b3c4d5e6f
+       */
+      campaignId: string;
+      name: string | null;
+      /**
+       * @description the flow id (flows/<id>.yaml)
+       * @example delivery
+       */
+      flow: string;
+      /** @description recipients stored */
+      recipients: number;
+      /**
+       * @description when it started (its startAt had come) (ISO 8601)
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      at: string;
+    };
+    /** @description A campaign's recipient has its result: its last attempt settled with no retry due, or it was skipped (opted out, no time fits its window, its call refused). */
+    CampaignRecipientDoneEvent: {
+      /** @enum {string} */
+      type: 'campaign.recipient.done';
+      /**
+       * @description when the event was recorded (ISO 8601): the same on every attempt
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      timestamp: string;
+      data: components['schemas']['CampaignRecipientDoneEventData'];
+    };
+    CampaignRecipientDoneEventData: {
+      /**
+       * @description the campaign (GET /v1/campaigns/{id})
+       * @example 0193f1c2-6a00-7000-8000-1a2b3c4d5e6f
+       */
+      campaignId: string;
+      /** @description its row in the upload */
+      line: number;
+      to: string;
+      /** @enum {string} */
+      state: 'done' | 'skipped';
+      attempts: number;
+      /** @description its best attempt's outcome */
+      outcome: string | null;
+      /** @description its best attempt (GET /v1/calls/{id}) */
+      callId: string | null;
+      /** @description why it was skipped */
+      reason: string | null;
+      /**
+       * @description when its result was settled (ISO 8601)
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      at: string;
+    };
+    /** @description A campaign finished (no recipient left to call) or was cancelled. */
+    CampaignDoneEvent: {
+      /** @enum {string} */
+      type: 'campaign.done';
+      /**
+       * @description when the event was recorded (ISO 8601): the same on every attempt
+       * @example 2025-01-01T12:00:00.000Z
+       */
+      timestamp: string;
+      data: components['schemas']['CampaignDoneEventData'];
+    };
+    CampaignDoneEventData: {
+      /**
+       * @description the campaign (GET /v1/campaigns/{id})
+       * @example 0193f1c2-6a00-7000-8000-1a2b3c4d5e6f
+       */
+      campaignId: string;
+      /** @enum {string} */
+      state: 'done' | 'cancelled';
+      byState: {
+        [key: string]: number;
+      };
+      byOutcome: {
+        [key: string]: number;
+      };
+      /**
+       * @description when it finished or was cancelled (ISO 8601)
        * @example 2025-01-01T12:00:00.000Z
        */
       at: string;
@@ -9712,6 +9875,114 @@ export interface operations {
     requestBody: {
       content: {
         'application/json': components['schemas']['FlowNotifyEvent'];
+      };
+    };
+    responses: {
+      /** @description received (any 2xx) */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description refused: retried on the schedule, like any other non-2xx answer */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+    };
+  };
+  receiveCampaignStartedEvent: {
+    parameters: {
+      query?: never;
+      header: {
+        /** @description the event id (`evt_` and 32 hex digits): the same on every attempt and replay; deduplicate by it */
+        'webhook-id': string;
+        /** @description seconds since the epoch when this attempt was signed; part of what is signed */
+        'webhook-timestamp': string;
+        /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`, with the endpoint's secret (after `whsec_`, base64-decoded); several space-separated while a rotated secret still signs */
+        'webhook-signature': string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['CampaignStartedEvent'];
+      };
+    };
+    responses: {
+      /** @description received (any 2xx) */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description refused: retried on the schedule, like any other non-2xx answer */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+    };
+  };
+  receiveCampaignRecipientDoneEvent: {
+    parameters: {
+      query?: never;
+      header: {
+        /** @description the event id (`evt_` and 32 hex digits): the same on every attempt and replay; deduplicate by it */
+        'webhook-id': string;
+        /** @description seconds since the epoch when this attempt was signed; part of what is signed */
+        'webhook-timestamp': string;
+        /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`, with the endpoint's secret (after `whsec_`, base64-decoded); several space-separated while a rotated secret still signs */
+        'webhook-signature': string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['CampaignRecipientDoneEvent'];
+      };
+    };
+    responses: {
+      /** @description received (any 2xx) */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description refused: retried on the schedule, like any other non-2xx answer */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+    };
+  };
+  receiveCampaignDoneEvent: {
+    parameters: {
+      query?: never;
+      header: {
+        /** @description the event id (`evt_` and 32 hex digits): the same on every attempt and replay; deduplicate by it */
+        'webhook-id': string;
+        /** @description seconds since the epoch when this attempt was signed; part of what is signed */
+        'webhook-timestamp': string;
+        /** @description `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`, with the endpoint's secret (after `whsec_`, base64-decoded); several space-separated while a rotated secret still signs */
+        'webhook-signature': string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['CampaignDoneEvent'];
       };
     };
     responses: {

@@ -24,6 +24,9 @@ import { bumpStats } from '../calls/stats.ts';
 import type { Tx } from '../db/client.ts';
 import { rowsOf } from '../db/client.ts';
 import { campaignAttempts, campaignRecipients, campaigns } from '../db/schema/index.ts';
+import { recordEvents } from '../events/record.ts';
+import { subscriptionsOf } from '../events/subscriptions.ts';
+import type { EventData } from '../events/types.ts';
 import type { CompiledFlow } from '../flows/index.ts';
 import { parseDuration } from '../flows/schema.ts';
 import { isUuid } from '../ids.ts';
@@ -64,23 +67,70 @@ export async function runCampaigns(deps: SchedulerDeps): Promise<boolean> {
 
 async function startDue(deps: SchedulerDeps): Promise<number> {
   const now = deps.clock.now();
-  const rows = await deps.db
-    .update(campaigns)
-    .set({ state: 'running', updatedAt: now })
-    .where(
-      and(
-        eq(campaigns.state, 'scheduled'),
-        sql`${campaigns.startAt} <= ${now.toISOString()}::timestamptz`,
-      ),
-    )
-    .returning({ id: campaigns.id });
-  for (const r of rows) deps.logger.info({ campaign: r.id }, 'campaign started');
-  return rows.length;
+  return deps.db.transaction(async (tx) => {
+    const rows = await tx
+      .update(campaigns)
+      .set({ state: 'running', updatedAt: now })
+      .where(
+        and(
+          eq(campaigns.state, 'scheduled'),
+          sql`${campaigns.startAt} <= ${now.toISOString()}::timestamptz`,
+        ),
+      )
+      .returning({
+        id: campaigns.id,
+        name: campaigns.name,
+        flowId: campaigns.flowId,
+        recipients: campaigns.recipients,
+      });
+    for (const r of rows) deps.logger.info({ campaign: r.id }, 'campaign started');
+    if (rows.length > 0 && subscriptionsOf(deps.db).wants('campaign.started')) {
+      await recordEvents(
+        tx,
+        rows.map((r) =>
+          campaignEvent('campaign.started', r.id, now, {
+            campaignId: r.id,
+            name: r.name,
+            flow: r.flowId ?? '',
+            recipients: r.recipients,
+            at: now.toISOString(),
+          }),
+        ),
+      );
+    }
+    return rows.length;
+  });
+}
+
+/** An event about a campaign (its subject: `campaign:<id>`, so one campaign's are ordered). */
+function campaignEvent<T extends 'campaign.started' | 'campaign.recipient.done' | 'campaign.done'>(
+  type: T,
+  id: string,
+  at: Date,
+  data: EventData<T>,
+) {
+  return { type, subject: `campaign:${id}`, data, at };
+}
+
+/** The recipients' results as `campaign.recipient.done` events, when an endpoint wants them. */
+async function recipientsDone(
+  tx: Tx,
+  deps: SchedulerDeps,
+  done: ReadonlyArray<EventData<'campaign.recipient.done'>>,
+  now: Date,
+): Promise<void> {
+  if (done.length === 0 || !subscriptionsOf(deps.db).wants('campaign.recipient.done')) return;
+  await recordEvents(
+    tx,
+    done.map((d) => campaignEvent('campaign.recipient.done', d.campaignId, now, d)),
+  );
 }
 
 interface Ended {
   id: number;
   campaign_id: string;
+  line: number;
+  phone: string;
   call_id: string;
   attempts: number;
   outcome: string | null;
@@ -121,7 +171,7 @@ async function settleEnded(deps: SchedulerDeps): Promise<number> {
   return deps.db.transaction(async (tx) => {
     const ended = rowsOf<Ended>(
       await tx.execute(sql`
-        select r.id, r.campaign_id, r.call_id, r.attempts, r.outcome, r.best_call_id,
+        select r.id, r.campaign_id, r.line, r.phone, r.call_id, r.attempts, r.outcome, r.best_call_id,
           k.retry, k.state as campaign_state,
           c.state as call_state, c.outcome as call_outcome, c.ended_at
         from campaign_recipients r
@@ -170,6 +220,28 @@ async function settleEnded(deps: SchedulerDeps): Promise<number> {
       from jsonb_to_recordset(${json}::jsonb)
         as v(call_id uuid, call_state text, call_outcome text, ended_at timestamptz)
       where a.call_id = v.call_id`);
+    await recipientsDone(
+      tx,
+      deps,
+      ended.flatMap((e, i) => {
+        const u = updates[i]!;
+        if (u.state !== 'done') return [];
+        return [
+          {
+            campaignId: e.campaign_id,
+            line: e.line,
+            to: e.phone,
+            state: 'done' as const,
+            attempts: e.attempts,
+            outcome: u.outcome,
+            callId: u.best_call_id,
+            reason: null,
+            at: now.toISOString(),
+          },
+        ];
+      }),
+      now,
+    );
     return ended.length;
   });
 }
@@ -231,6 +303,8 @@ interface Due {
   vars: Record<string, unknown>;
   lang: string | null;
   attempts: number;
+  outcome: string | null;
+  best_call_id: string | null;
 }
 
 async function release(deps: SchedulerDeps, campaign: Running): Promise<number> {
@@ -259,7 +333,7 @@ async function release(deps: SchedulerDeps, campaign: Running): Promise<number> 
     if (budget <= 0) return;
     const due = rowsOf<Due>(
       await tx.execute(sql`
-        select id, line, phone, vars, lang, attempts from campaign_recipients
+        select id, line, phone, vars, lang, attempts, outcome, best_call_id from campaign_recipients
         where campaign_id = ${campaign.id} and state in ('pending', 'waiting', 'retry')
           and next_at <= ${now.toISOString()}::timestamptz
         order by next_at, id
@@ -324,6 +398,26 @@ async function release(deps: SchedulerDeps, campaign: Running): Promise<number> 
     }
     if (ready.length > 0) await storeStarted(tx, deps, flow, ready, campaign.id, now);
     await markRecipients(tx, skipped, waiting, now);
+    const byId = new Map(due.map((d) => [d.id, d]));
+    await recipientsDone(
+      tx,
+      deps,
+      skipped.map((k) => {
+        const d = byId.get(k.id)!;
+        return {
+          campaignId: campaign.id,
+          line: d.line,
+          to: d.phone,
+          state: 'skipped' as const,
+          attempts: d.attempts,
+          outcome: d.outcome,
+          callId: d.best_call_id,
+          reason: k.reason,
+          at: now.toISOString(),
+        };
+      }),
+      now,
+    );
     released = ready.length;
     if (released > 0) {
       await tx
@@ -432,16 +526,71 @@ async function finishDone(deps: SchedulerDeps): Promise<number> {
     OPEN_RECIPIENT_STATES.map((s) => sql`${s}`),
     sql`, `,
   );
-  const rows = rowsOf<{ id: string }>(
-    await deps.db.execute(sql`
-      update campaigns c set state = 'done', finished_at = ${now.toISOString()}::timestamptz,
-        updated_at = ${now.toISOString()}::timestamptz
-      where c.state = 'running' and not exists (
-        select 1 from campaign_recipients r where r.campaign_id = c.id and r.state in (${open}))
-      returning c.id`),
+  return deps.db.transaction(async (tx) => {
+    const rows = rowsOf<{ id: string }>(
+      await tx.execute(sql`
+        update campaigns c set state = 'done', finished_at = ${now.toISOString()}::timestamptz,
+          updated_at = ${now.toISOString()}::timestamptz
+        where c.state = 'running' and not exists (
+          select 1 from campaign_recipients r where r.campaign_id = c.id and r.state in (${open}))
+        returning c.id`),
+    );
+    for (const r of rows) deps.logger.info({ campaign: r.id }, 'campaign done');
+    await campaignsDone(
+      tx,
+      deps,
+      rows.map((r) => r.id),
+      'done',
+      now,
+    );
+    return rows.length;
+  });
+}
+
+/** `campaign.done` for campaigns that finished or were cancelled, with their tallies. */
+async function campaignsDone(
+  tx: Tx,
+  deps: Pick<SchedulerDeps, 'db'>,
+  ids: readonly string[],
+  state: 'done' | 'cancelled',
+  now: Date,
+): Promise<void> {
+  if (ids.length === 0 || !subscriptionsOf(deps.db).wants('campaign.done')) return;
+  const counts = rowsOf<{
+    campaign_id: string;
+    state: string;
+    outcome: string | null;
+    n: number | string;
+  }>(
+    await tx.execute(sql`
+      select campaign_id, state, outcome, count(*) as n from campaign_recipients
+      where campaign_id in (${sql.join(
+        ids.map((id) => sql`${id}::uuid`),
+        sql`, `,
+      )})
+      group by campaign_id, state, outcome`),
   );
-  for (const r of rows) deps.logger.info({ campaign: r.id }, 'campaign done');
-  return rows.length;
+  await recordEvents(
+    tx,
+    ids.map((id) => {
+      const byState: Record<string, number> = {};
+      const byOutcome: Record<string, number> = {};
+      for (const c of counts.filter((c) => c.campaign_id === id)) {
+        byState[c.state] = (byState[c.state] ?? 0) + Number(c.n);
+        if (c.state === 'done') {
+          const key = c.outcome ?? '(none)';
+          byOutcome[key] = (byOutcome[key] ?? 0) + Number(c.n);
+        }
+      }
+      return campaignEvent('campaign.done', id, now, {
+        campaignId: id,
+        state,
+        byState,
+        byOutcome,
+        at: now.toISOString(),
+      });
+    }),
+  );
 }
 
 /** Pause, resume or cancel: the states each may come from, and what it does to recipients. */
@@ -493,6 +642,7 @@ export async function changeCampaignState(
             inArray(campaignRecipients.state, ['pending', 'waiting', 'retry']),
           ),
         );
+      await campaignsDone(tx, deps, [id], 'cancelled', now);
     }
     return { from, to };
   });

@@ -185,6 +185,45 @@ export const FlowNotifyData = z
   })
   .meta({ id: 'FlowNotifyEventData' });
 
+const campaignId = z.string().meta({
+  description: 'the campaign (GET /v1/campaigns/{id})',
+  example: '0193f1c2-6a00-7000-8000-1a2b3c4d5e6f',
+});
+
+export const CampaignStartedData = z
+  .object({
+    campaignId,
+    name: z.string().nullable(),
+    flow,
+    recipients: z.number().int().meta({ description: 'recipients stored' }),
+    at: iso('when it started (its startAt had come)'),
+  })
+  .meta({ id: 'CampaignStartedEventData' });
+
+export const CampaignRecipientDoneData = z
+  .object({
+    campaignId,
+    line: z.number().int().meta({ description: 'its row in the upload' }),
+    to: z.string(),
+    state: z.enum(['done', 'skipped']),
+    attempts: z.number().int(),
+    outcome: z.string().nullable().meta({ description: "its best attempt's outcome" }),
+    callId: z.string().nullable().meta({ description: 'its best attempt (GET /v1/calls/{id})' }),
+    reason: z.string().nullable().meta({ description: 'why it was skipped' }),
+    at: iso('when its result was settled'),
+  })
+  .meta({ id: 'CampaignRecipientDoneEventData' });
+
+export const CampaignDoneData = z
+  .object({
+    campaignId,
+    state: z.enum(['done', 'cancelled']),
+    byState: z.record(z.string(), z.number().int()),
+    byOutcome: z.record(z.string(), z.number().int()),
+    at: iso('when it finished or was cancelled'),
+  })
+  .meta({ id: 'CampaignDoneEventData' });
+
 export interface EventTypeInfo {
   version: number;
   /** when it is sent, in a sentence (the OpenAPI document and docs/events.md say the same) */
@@ -247,6 +286,25 @@ export const EVENT_CATALOG = {
       "A flow's `notify: <endpoint>` action ran: the call's data, sent to that one endpoint only (whatever types it subscribes to).",
     data: FlowNotifyData,
     subject: 'call:<callId>',
+  },
+  'campaign.started': {
+    version: 1,
+    description: "A campaign's start time came: it runs (docs/campaigns.md).",
+    data: CampaignStartedData,
+    subject: 'campaign:<campaignId>',
+  },
+  'campaign.recipient.done': {
+    version: 1,
+    description:
+      "A campaign's recipient has its result: its last attempt settled with no retry due, or it was skipped (opted out, no time fits its window, its call refused).",
+    data: CampaignRecipientDoneData,
+    subject: 'campaign:<campaignId>',
+  },
+  'campaign.done': {
+    version: 1,
+    description: 'A campaign finished (no recipient left to call) or was cancelled.',
+    data: CampaignDoneData,
+    subject: 'campaign:<campaignId>',
   },
 } as const satisfies Record<string, EventTypeInfo>;
 

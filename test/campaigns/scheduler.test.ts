@@ -10,13 +10,22 @@
  * ended_at): the scheduler reads nothing else of it. test/e2e/campaigns.test.ts runs a
  * campaign end to end through the sandbox.
  */
+import { randomBytes } from 'node:crypto';
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCampaigns, type SchedulerDeps } from '../../src/campaigns/scheduler.ts';
 import { NO_HOLIDAYS } from '../../src/campaigns/windows.ts';
 import type { Clock } from '../../src/clock.ts';
 import { rowsOf } from '../../src/db/client.ts';
-import { calls, campaignRecipients } from '../../src/db/schema/index.ts';
+import {
+  calls,
+  campaignRecipients,
+  endpoints,
+  eventDeliveries,
+  outgoingEvents,
+} from '../../src/db/schema/index.ts';
+import { subscriptionsOf } from '../../src/events/subscriptions.ts';
+import { EVENT_CATALOG, type EventType } from '../../src/events/types.ts';
 import { createLogger } from '../../src/logger.ts';
 import { addOptOut } from '../../src/opt-outs/store.ts';
 import { buildTestApp, json, phone, readJson } from '../support/app.ts';
@@ -255,6 +264,60 @@ for (const engine of availableEngines())
         await db.database.db.execute(sql`select count from contact_counts where phone = ${shared}`),
       );
       expect(count!.count).toBe(1);
+    });
+
+    it('tells endpoints: started, each recipient done or skipped, and done', async () => {
+      clock.set('2026-04-08T08:00:00Z');
+      await db.database.db.insert(endpoints).values({
+        id: `ep_${randomBytes(6).toString('hex')}`,
+        url: 'https://receiver.example.org/hook',
+        eventTypes: ['campaign.started', 'campaign.recipient.done', 'campaign.done'],
+        secrets: [{ secret: `whsec_${randomBytes(24).toString('base64')}`, expiresAt: null }],
+      });
+      subscriptionsOf(db.database.db).changed();
+      await subscriptionsOf(db.database.db).ready();
+      const opted = phone();
+      await addOptOut(db.database.db, opted, 'api', null, clock.now());
+      const { body } = await create({
+        name: 'told',
+        recipients: [
+          { to: phone(), vars: VARS },
+          { to: opted, vars: VARS },
+        ],
+        window: ALL_DAY,
+      });
+      await settle(); // the first is called at once
+      const [r] = (await recipients(body.id)).filter((x) => x.state === 'calling');
+      clock.advance(60_000); // the pace allows the next: opted out, skipped
+      await endCall(r!.callId!, 'ended', 'confirmed');
+      await settle();
+      // in the order they were recorded: their deliveries' (one subject's order to an endpoint)
+      const told = await db.database.db
+        .select({ type: outgoingEvents.type, data: outgoingEvents.data })
+        .from(outgoingEvents)
+        .innerJoin(eventDeliveries, eq(eventDeliveries.eventId, outgoingEvents.id))
+        .where(eq(outgoingEvents.subject, `campaign:${body.id}`))
+        .orderBy(eventDeliveries.id);
+      expect(told.map((e) => e.type)).toEqual([
+        'campaign.started',
+        'campaign.recipient.done',
+        'campaign.recipient.done',
+        'campaign.done',
+      ]);
+      const done = told.filter((e) => e.type === 'campaign.recipient.done').map((e) => e.data);
+      expect(done).toContainEqual(expect.objectContaining({ to: opted, state: 'skipped' }));
+      expect(done).toContainEqual(
+        expect.objectContaining({ state: 'done', outcome: 'confirmed', callId: r!.callId }),
+      );
+      expect(told[3]!.data).toMatchObject({
+        state: 'done',
+        byState: { done: 1, skipped: 1 },
+        byOutcome: { confirmed: 1 },
+      });
+      for (const e of told) {
+        const parsed = EVENT_CATALOG[e.type as EventType].data.safeParse(e.data);
+        expect(parsed.error?.issues ?? []).toEqual([]);
+      }
     });
 
     it('pauses, resumes and cancels, refusing what the state does not allow', async () => {
