@@ -121,7 +121,9 @@ describe('switchboard flows graph', () => {
     expect(out.startsWith('flowchart TD\n')).toBe(true);
     expect(out).toContain('-.->|"timeout / wrong"|');
     const folded = await run(['graph', 'satisfaction-survey', '--folded']);
-    expect(folded.out).toContain('m0["rate"]');
+    expect(folded.out).toContain(
+      'm0["rate<br/>🔊 #quot;Hello {{name}}. How did we do with your…#quot;"]',
+    );
   });
 });
 
