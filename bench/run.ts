@@ -16,9 +16,10 @@
  * - Prints a table and writes `bench/results/<timestamp>.json`.
  *
  * BENCH_SECONDS (default 10) sets each measured load's length; BENCH_SCALE (default 1) scales
- * the data sets down for a quick trial (the goals are judged at 1 only); BENCH_ONLY=a,b,c,d,g,h,i,memory
+ * the data sets down for a quick trial (the goals are judged at 1 only); BENCH_ONLY=a,b,c,d,g,h,i,j,memory
  * runs some parts only ((h): stored calls replayed through a changed flow, bench/replay.ts;
- * (i): spoken prompts against recorded ones, bench/spoken.ts); BENCH_PROF=<dir> writes a CPU profile of the server there;
+ * (i): spoken prompts against recorded ones, bench/spoken.ts; (j): campaigns, a CSV upload
+ * against calls/batch and the scheduler's pace, bench/campaigns.ts); BENCH_PROF=<dir> writes a CPU profile of the server there;
  * BENCH_LOG_LEVEL sets the server's LOG_LEVEL (default info, as deployed); BENCH_KEEP_LOGS=1
  * keeps the children's logs (e.g. for BENCH_NODE_ARGS=--trace-gc); BENCH_TRACE=<dir> writes each
  * open-loop load's requests there as CSV, to line slow ones up with those logs.
@@ -30,6 +31,7 @@ import { join } from 'node:path';
 import { startFlags } from '../scripts/start-flags.ts';
 import { openDatabase } from '../src/db/client.ts';
 import { migrateDatabase } from '../src/db/migrate.ts';
+import { benchCampaigns, type CampaignsBench } from './campaigns.ts';
 import { benchCompile, type CompileBench } from './compile.ts';
 import { type BenchContext, CALLBACK_TOKEN, round } from './context.ts';
 import { benchDispatch, type DispatchBench } from './dispatch.ts';
@@ -93,6 +95,7 @@ function goals(r: {
   events: Outcome<EventsBench>;
   replay: Outcome<ReplayBench>;
   spoken: Outcome<SpokenBench>;
+  campaigns: Outcome<CampaignsBench>;
   compile: CompileBench;
   peakRssMB: number;
   peakRssInPartMB: Record<string, number>;
@@ -128,6 +131,11 @@ function goals(r: {
     ...(done(r.spoken)
       ? spokenRows(r.spoken)
       : [missing('(i) spoken prompts: server CPU per call started, / recorded', '<= 3', r.spoken)]),
+  );
+  rows.push(
+    ...(done(r.campaigns)
+      ? campaignsRows(r.campaigns)
+      : [missing('(j) campaigns: CPU per row, CSV campaign / calls batch', '<= 1', r.campaigns)]),
   );
   return [...rows, ...restRows(compile, r.peakRssMB, r.peakRssInPartMB)];
 }
@@ -194,6 +202,81 @@ function spokenRows(s: SpokenBench): GoalRow[] {
       met: s.memory.riseMB <= s.memory.goalMB,
     },
   ];
+}
+
+/** (j): the issue's goals for campaigns: CPU per row against calls/batch, memory, pace. */
+function campaignsRows(c: CampaignsBench): GoalRow[] {
+  const per = (s: CampaignsBench['csv']) =>
+    `${s.cpu.switchboardUsPerRequest} + ${s.cpu.postgresUsPerRequest}`;
+  const p = c.pacing;
+  return [
+    {
+      goal: `(j) campaigns: server + Postgres CPU per row, ${c.csv.rows}-row CSV / ${c.batch.rows} calls in batches`,
+      figure: `${per(c.csv)} / ${per(c.batch)} us = ${c.ratio.withPostgres} (server alone ${c.ratio.server})`,
+      target: '<= 1',
+      met: c.ratio.withPostgres <= 1,
+    },
+    ...(['chunked', 'length'] as const).map((framing) => {
+      const m = c.memory[framing];
+      return {
+        goal: `(j) server RSS rise while a ${m.rows}-row CSV streams in, ${framing === 'chunked' ? 'chunked (as the CLI sends it)' : 'with Content-Length'}`,
+        figure: `+${m.riseMB} MB (${m.rssBeforeMB} -> ${m.rssPeakMB} MB)`,
+        target: `<= +${m.goalMB} MB`,
+        met: m.riseMB <= m.goalMB,
+      };
+    }),
+    {
+      goal: `(j) scheduler pace, ${p.perMinute}/min over ${p.minutes} simulated minutes`,
+      figure: `mean ${p.mean}/min (${p.meanOffPercent}% off), worst minute ${p.worst} (${p.worstOffPercent}% off)`,
+      target: `within ${p.goalPercent}%`,
+      met: p.meanOffPercent <= p.goalPercent && p.worstOffPercent <= p.goalPercent,
+    },
+  ];
+}
+
+/** (j) in full: the two ways in, side by side, and the calls released per minute. */
+function printCampaigns(c: CampaignsBench): void {
+  const row = (name: string, s: CampaignsBench['csv'], ratio: string) => [
+    name,
+    String(s.rows),
+    String(s.requests),
+    String(s.seconds),
+    String(s.rowsPerSecond),
+    String(s.cpu.switchboardUsPerRequest),
+    String(s.cpu.postgresUsPerRequest),
+    ratio,
+  ];
+  printGrid(
+    [
+      '(j) accepted',
+      'rows',
+      'requests',
+      'seconds',
+      'rows/s',
+      'server us/row',
+      'Postgres us/row',
+      '(server + Postgres) / batch',
+    ],
+    [
+      row('CSV campaign, chunked', c.csv, String(c.ratio.withPostgres)),
+      row(
+        'CSV campaign, Content-Length',
+        c.csvWithLength,
+        String(
+          round(
+            (c.csvWithLength.cpu.switchboardUsPerRequest +
+              c.csvWithLength.cpu.postgresUsPerRequest) /
+              (c.batch.cpu.switchboardUsPerRequest + c.batch.cpu.postgresUsPerRequest),
+            3,
+          ),
+        ),
+      ),
+      row('POST /v1/calls/batch', c.batch, '1'),
+    ],
+  );
+  console.log(
+    `(j) calls released per simulated minute at ${c.pacing.perMinute}/min: ${c.pacing.perMinuteReleased.join(', ')} (${c.pacing.seconds} s of wall time)`,
+  );
 }
 
 /** (i) in full: the three cases side by side. */
@@ -582,6 +665,8 @@ async function main(): Promise<void> {
     const replay = await part('h', () => benchReplay(ctx));
     // (i) after (h): flows of its own, and it renders speech, which (f)'s peak should show
     const spoken = await part('i', () => benchSpoken(ctx));
+    // (j) last: its pacing campaign runs on a clock of its own, years ahead
+    const campaigns = await part('j', () => benchCampaigns(ctx));
     const peakRssMB = round((memory.stop() * 1024) / 1e6, 1);
 
     const results = {
@@ -593,6 +678,7 @@ async function main(): Promise<void> {
       events,
       replay,
       spoken,
+      campaigns,
       compile,
       peakRssMB,
       peakRssAfterMB: rssMB,
@@ -612,6 +698,10 @@ async function main(): Promise<void> {
     }
     if (done(spoken)) {
       printSpoken(spoken);
+      console.log('');
+    }
+    if (done(campaigns)) {
+      printCampaigns(campaigns);
       console.log('');
     }
     printTable(rows);
