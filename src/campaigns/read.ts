@@ -14,7 +14,11 @@ import type { CallingWindow } from './windows.ts';
 
 type CampaignRow = typeof campaigns.$inferSelect;
 
-async function progressOf(db: Queryable, ids: string[]) {
+/**
+ * Recipients by state, results by outcome (`(none)` for a result without one) and attempts,
+ * per campaign: what a campaign's view shows and its `campaign.done` event reports.
+ */
+export async function progressOf(db: Queryable, ids: readonly string[]) {
   const byState = new Map<string, Record<string, number>>();
   const byOutcome = new Map<string, Record<string, number>>();
   const attempts = new Map<string, number>();
@@ -28,7 +32,7 @@ async function progressOf(db: Queryable, ids: string[]) {
       attempts: sql<number>`sum(${campaignRecipients.attempts})::int`,
     })
     .from(campaignRecipients)
-    .where(inArray(campaignRecipients.campaignId, ids))
+    .where(inArray(campaignRecipients.campaignId, [...ids]))
     .groupBy(campaignRecipients.campaignId, campaignRecipients.state, campaignRecipients.outcome);
   for (const r of rows) {
     const s = byState.get(r.campaignId) ?? {};

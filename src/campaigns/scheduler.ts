@@ -16,6 +16,7 @@
  * 4. **Finish** running campaigns with nothing left open.
  */
 import { and, eq, inArray, sql } from 'drizzle-orm';
+import { DateTime } from 'luxon';
 import type { StartDeps } from '../calls/deps.ts';
 import { STARTED, statScope } from '../calls/start.ts';
 import { type PreparedCall, prepareCall, startableFlow } from '../calls/start-prepare.ts';
@@ -33,6 +34,7 @@ import { isUuid } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import { optedOutAmong } from '../opt-outs/store.ts';
 import { localDateOf, takeContacts } from './limits.ts';
+import { progressOf } from './read.ts';
 import { type CampaignRetryPolicy, OPEN_RECIPIENT_STATES } from './schemas.ts';
 import { type CallingWindow, type HolidayCalendar, nextAllowed } from './windows.ts';
 import { countryOf, zonesOf } from './zones.ts';
@@ -432,20 +434,10 @@ async function release(deps: SchedulerDeps, campaign: Running): Promise<number> 
 
 /** The number's next local midnight (its first zone's; UTC without one). */
 function nextLocalDay(now: Date, zones: readonly string[]): Date {
-  const zone = zones[0] ?? 'UTC';
-  const parts = new Intl.DateTimeFormat('en-CA', {
-    timeZone: zone,
-    year: 'numeric',
-    month: '2-digit',
-    day: '2-digit',
-    hour: '2-digit',
-    minute: '2-digit',
-    second: '2-digit',
-    hourCycle: 'h23',
-  }).formatToParts(now);
-  const get = (type: string) => Number(parts.find((p) => p.type === type)?.value ?? 0);
-  const sinceMidnight = ((get('hour') * 60 + get('minute')) * 60 + get('second')) * 1000;
-  return new Date(now.getTime() - sinceMidnight + 86_400_000);
+  return DateTime.fromJSDate(now, { zone: zones[0] ?? 'UTC' })
+    .startOf('day')
+    .plus({ days: 1 })
+    .toJSDate();
 }
 
 /** The recipients over the frequency cap (each other one takes a contact for its day). */
@@ -556,40 +548,18 @@ async function campaignsDone(
   now: Date,
 ): Promise<void> {
   if (ids.length === 0 || !subscriptionsOf(deps.db).wants('campaign.done')) return;
-  const counts = rowsOf<{
-    campaign_id: string;
-    state: string;
-    outcome: string | null;
-    n: number | string;
-  }>(
-    await tx.execute(sql`
-      select campaign_id, state, outcome, count(*) as n from campaign_recipients
-      where campaign_id in (${sql.join(
-        ids.map((id) => sql`${id}::uuid`),
-        sql`, `,
-      )})
-      group by campaign_id, state, outcome`),
-  );
+  const progress = await progressOf(tx, ids);
   await recordEvents(
     tx,
-    ids.map((id) => {
-      const byState: Record<string, number> = {};
-      const byOutcome: Record<string, number> = {};
-      for (const c of counts.filter((c) => c.campaign_id === id)) {
-        byState[c.state] = (byState[c.state] ?? 0) + Number(c.n);
-        if (c.state === 'done') {
-          const key = c.outcome ?? '(none)';
-          byOutcome[key] = (byOutcome[key] ?? 0) + Number(c.n);
-        }
-      }
-      return campaignEvent('campaign.done', id, now, {
+    ids.map((id) =>
+      campaignEvent('campaign.done', id, now, {
         campaignId: id,
         state,
-        byState,
-        byOutcome,
+        byState: progress.byState.get(id) ?? {},
+        byOutcome: progress.byOutcome.get(id) ?? {},
         at: now.toISOString(),
-      });
-    }),
+      }),
+    ),
   );
 }
 

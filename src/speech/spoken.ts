@@ -192,15 +192,6 @@ export function createSpokenPrompts(deps: SpokenPromptsDeps): SpokenPrompts {
     };
   }
 
-  async function insert(db: Queryable, rows: CompositionRow[]): Promise<void> {
-    for (let i = 0; i < rows.length; i += 500) {
-      await db
-        .insert(promptCompositions)
-        .values(rows.slice(i, i + 500))
-        .onConflictDoNothing();
-    }
-  }
-
   type Pending = {
     id: number;
     callId: string | null;
@@ -377,7 +368,7 @@ export function createSpokenPrompts(deps: SpokenPromptsDeps): SpokenPrompts {
       }
       if (plans.size === 0) return;
       const now = deps.clock.now();
-      await insert(
+      await storeCompositions(
         deps.db,
         [...plans.values()].map((p) => rowOf(p, null, now)),
       );
