@@ -244,10 +244,17 @@ describe.each(availableEngines())('events to a receiver of the user (%s)', (engi
     );
     expect(twice[1]!.body).toBe(twice[0]!.body);
     expect(twice[1]!.refused).toBeNull();
-    const page = await get(`/v1/endpoints/${endpointId}/attempts?limit=500`);
-    expect(
-      page.items.filter((a: Json) => a.eventId === ended.id).map((a: Json) => a.trigger),
-    ).toEqual(['replay', 'scheduled']);
+    // the receiver answers before the sender records its attempt: wait for the record
+    const triggers = await eventually(
+      async () => {
+        const page = await get(`/v1/endpoints/${endpointId}/attempts?limit=500`);
+        const mine = page.items.filter((a: Json) => a.eventId === ended.id);
+        return mine.length === 2 && mine.map((a: Json) => a.trigger);
+      },
+      10_000,
+      'the replay recorded as an attempt',
+    );
+    expect(triggers).toEqual(['replay', 'scheduled']);
   });
 
   it('retries an event the receiver refused, with the same webhook-id, before the later ones', async () => {
