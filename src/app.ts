@@ -208,7 +208,7 @@ export function createApp(deps: AppDeps) {
     }),
   );
   app.route('/', callRoutes(calls));
-  app.route('/', campaignRoutes({ db, clock, flows }));
+  app.route('/', campaignRoutes({ db, clock, flows, maxSmsParts: deps.config.maxSmsParts }));
   app.route('/', flowRoutes({ db, flows }));
   app.route('/', flowVersionRoutes({ db, flows }));
   app.route('/', flowReplayRoutes({ db, flows, clock }));

@@ -272,6 +272,7 @@ export async function startServer(
       window: config.campaigns.window,
       holidays: calls.limits!.holidays,
       capPerDay: config.campaigns.capPerDay,
+      lifetimeSeconds: config.messageLifetimeSeconds,
     },
   });
   logger.info({ provider: providerBaseUrl, sandbox: sandbox !== undefined }, 'provider');

@@ -237,8 +237,8 @@ export interface paths {
     get: operations['listCampaigns'];
     put?: never;
     /**
-     * Call a list of recipients with a flow: at a time, at a pace, inside a calling window
-     * @description Checks every recipient (its number, language and vars against the flow's params) and stores the campaign; a bad row is reported by its index and field and the good rows still go; a number listed twice is called once. Nothing is called here: the scheduler starts calls from `startAt`, at most `perMinute` a minute and `maxConcurrent` at once, only inside the calling window in each recipient's time zones, never to an opted-out number, and retries as `retry` says (docs/campaigns.md).
+     * Call a list of recipients with a flow, or send them a message: at a time, at a pace, inside a calling window
+     * @description Checks every recipient (its number; for a flow its language and vars against the flow's params; for a message the template filled with its vars, checked as `POST /v1/messages` checks a message) and stores the campaign; a bad row is reported by its index and field and the good rows still go; a number listed twice is called once. Nothing is sent here: the scheduler starts calls (or sends messages) from `startAt`, at most `perMinute` a minute and `maxConcurrent` at once, only inside the calling window in each recipient's time zones, never to an opted-out number, and retries as `retry` says (docs/campaigns.md).
      */
     post: operations['createCampaign'];
     delete?: never;
@@ -1359,10 +1359,10 @@ export interface components {
       campaignId: string;
       name: string | null;
       /**
-       * @description the flow id (flows/<id>.yaml)
+       * @description the flow it calls with; null: it sends a message
        * @example delivery
        */
-      flow: string;
+      flow: string | null;
       /** @description recipients stored */
       recipients: number;
       /**
@@ -1396,8 +1396,10 @@ export interface components {
       attempts: number;
       /** @description its best attempt's outcome */
       outcome: string | null;
-      /** @description its best attempt (GET /v1/calls/{id}) */
+      /** @description its best attempt, a flow campaign's (GET /v1/calls/{id}) */
       callId: string | null;
+      /** @description its best attempt, a message campaign's (GET /v1/messages/{ref}) */
+      messageId: string | null;
       /** @description why it was skipped */
       reason: string | null;
       /**
@@ -2036,7 +2038,12 @@ export interface components {
     CampaignCreated: {
       id: string;
       name: string | null;
-      flow: string;
+      /** @description a flow campaign's flow */
+      flow: string | null;
+      /** @description a message campaign's template */
+      message: {
+        [key: string]: unknown;
+      } | null;
       from: string;
       /** @enum {string} */
       state: 'scheduled' | 'running' | 'paused' | 'done' | 'cancelled';
@@ -2131,11 +2138,24 @@ export interface components {
      */
     CreateCampaignRequest: {
       name?: string;
-      /** @example appointment-reminder */
-      flow: string;
+      /**
+       * @description The flow each recipient is called with. Give `flow` or `message`.
+       * @example appointment-reminder
+       */
+      flow?: string;
+      /**
+       * @description The message each recipient is sent, instead of a call: a message as `POST /v1/messages` takes it (any `type`) without `to`, `from` and `customerMessageId`, its strings templates filled from each recipient's `vars` (`{{name}}`). Give `flow` or `message`.
+       * @example {
+       *       "type": "sms",
+       *       "text": "Hi {{name}}, your parcel {{parcel}} arrives tomorrow."
+       *     }
+       */
+      message?: {
+        [key: string]: unknown;
+      };
       /** @example Clinic */
       from: string;
-      /** @description recipients' default language */
+      /** @description recipients' default language (a flow campaign's) */
       lang?: string;
       /** @description `[{ to, vars?, lang? }]`; a bad row is reported by its index and field, and the good rows still go. For more rows, upload CSV. */
       recipients: {
@@ -2146,9 +2166,9 @@ export interface components {
        * @description default: now
        */
       startAt?: string;
-      /** @description Calls started per minute at most (default 60). */
+      /** @description Calls started (or messages sent) per minute at most (default 60). */
       perMinute?: number;
-      /** @description Calls in progress at once at most; unset: no cap but the pace. */
+      /** @description Calls in progress (or messages not yet delivered or failed) at once at most; unset: no cap but the pace. */
       maxConcurrent?: number;
       /** @description When calls may start, in each recipient's time zones (from the number); unset: CALLING_WINDOW. */
       window?: {
@@ -2165,7 +2185,12 @@ export interface components {
     Campaign: {
       id: string;
       name: string | null;
-      flow: string;
+      /** @description a flow campaign's flow */
+      flow: string | null;
+      /** @description a message campaign's template */
+      message: {
+        [key: string]: unknown;
+      } | null;
       from: string;
       /** @enum {string} */
       state: 'scheduled' | 'running' | 'paused' | 'done' | 'cancelled';
@@ -2199,14 +2224,39 @@ export interface components {
       line: number;
       to: string;
       /** @enum {string} */
-      state: 'pending' | 'waiting' | 'calling' | 'retry' | 'done' | 'skipped' | 'cancelled';
+      state:
+        | 'pending'
+        | 'waiting'
+        | 'calling'
+        | 'sending'
+        | 'retry'
+        | 'done'
+        | 'skipped'
+        | 'cancelled';
       attempts: number;
+      /** @description its best attempt's outcome: the flow's (a call), or `delivered` / `read` (a message) */
       outcome: string | null;
+      /** @description its best attempt's state: the call's, or the message's status */
+      status: string | null;
+      /** @description its best call's way through the flow, key by key */
+      path: {
+        node: string;
+        key: string;
+      }[];
+      /** @description the messages its best call sent, with their statuses */
+      followUps: {
+        id: string;
+        type: string;
+        status: string;
+      }[];
+      /** @description why it was skipped */
       reason: string | null;
       nextAt: string | null;
-      calls: {
+      /** @description every attempt: a call, or a message */
+      history: {
         attempt: number;
         callId: string | null;
+        messageId: string | null;
         state: string | null;
         outcome: string | null;
         startedAt: string;
@@ -5107,6 +5157,8 @@ export interface operations {
     parameters: {
       query?: {
         flow?: string;
+        /** @description a message campaign's template, as JSON (`message` of the JSON form) */
+        message?: string;
         from?: string;
         name?: string;
         lang?: string;
@@ -5143,7 +5195,7 @@ export interface operations {
           'application/json': components['schemas']['CampaignCreated'];
         };
       };
-      /** @description unknown flow, or not a well-formed campaign (rows are answered one by one) (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING, UNKNOWN_FLOW, INVALID_FLOW, INVALID_LANGUAGE) */
+      /** @description unknown flow, a bad message template, or not a well-formed campaign (rows are answered one by one) (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING, INVALID_MESSAGE, UNKNOWN_FLOW, INVALID_FLOW, INVALID_LANGUAGE) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5156,6 +5208,7 @@ export interface operations {
                 | 'VALIDATION_ERROR'
                 | 'MALFORMED_JSON'
                 | 'INVALID_ENCODING'
+                | 'INVALID_MESSAGE'
                 | 'UNKNOWN_FLOW'
                 | 'INVALID_FLOW'
                 | 'INVALID_LANGUAGE';

@@ -1,9 +1,11 @@
 /**
- * Accepting a campaign: the flow and each recipient checked (the number, the language, the
- * vars against the flow's params), a bad row reported by its row and field while the good
- * ones go, a number listed twice kept once, and everything stored in one transaction. Nothing
- * is prepared per call here: a recipient costs a row, and its call is built when the
- * scheduler releases it (src/campaigns/scheduler.ts).
+ * Accepting a campaign: what it sends checked (a flow, or a message template), then each
+ * recipient (the number; for a flow the language and the vars against its params; for a
+ * message the template filled with the row's vars, checked as `POST /v1/messages` checks a
+ * message), a bad row reported by its row and field while the good ones go, a number listed
+ * twice kept once, and everything stored in one transaction. Nothing is prepared per call
+ * here: a recipient costs a row, and its call or message is built when the scheduler releases
+ * it (src/campaigns/scheduler.ts).
  */
 
 import { once } from 'node:events';
@@ -14,12 +16,14 @@ import { startableFlow } from '../calls/start-prepare.ts';
 import type { Clock } from '../clock.ts';
 import type { Db, Tx } from '../db/client.ts';
 import { campaignRecipients, campaigns } from '../db/schema/index.ts';
-import { AppError, type ErrorDetail } from '../errors.ts';
+import { AppError, type ErrorCode, type ErrorDetail } from '../errors.ts';
 import { type CompiledFlow, readTextVars, validateVars } from '../flows/index.ts';
+import { malformedTemplate, templateNames, walkStrings } from '../flows/template.ts';
 import { uuidv7 } from '../ids.ts';
+import { checkMessageInput } from '../messages/submit.ts';
 import { isE164 } from '../provider/message.ts';
 import { issuesToDetails } from '../zod-issues.ts';
-import { startingPace } from './scheduler.ts';
+import { campaignMessage, startingPace } from './scheduler.ts';
 import {
   CampaignRecipientInput,
   type CampaignRetryPolicy,
@@ -32,6 +36,141 @@ export interface CampaignDeps {
   db: Db;
   clock: Clock;
   flows: FlowRegistry;
+  /** the most SMS parts a message campaign's message may take (MAX_SMS_PARTS) */
+  maxSmsParts?: number;
+}
+
+/**
+ * What a campaign gives each recipient: a call of a flow, or a message filled from a template
+ * (the `{{names}}` its strings use, each required in every recipient's vars).
+ */
+export type CampaignTarget =
+  | { kind: 'flow'; compiled: CompiledFlow }
+  | { kind: 'message'; template: Record<string, unknown>; names: readonly string[] };
+
+/** The fields a message campaign sets per recipient, not in its template. */
+const SET_PER_RECIPIENT = ['to', 'from', 'customerMessageId'] as const;
+
+function invalid(message: string, details: ErrorDetail[]): AppError {
+  return new AppError('VALIDATION_ERROR', message, details);
+}
+
+/**
+ * The campaign's flow or message template, checked: exactly one of them; a template without
+ * the fields set per recipient, with well-formed `{{names}}`, and valid as a message once
+ * filled (checked here when it has no names, per row otherwise); a message campaign retries
+ * on `failed` only and has no language.
+ */
+export async function campaignTarget(
+  deps: CampaignDeps,
+  input: Pick<CreateCampaignRequest, 'flow' | 'message' | 'lang' | 'retry' | 'from'>,
+  /** where the settings came from, before each path: `query.` for a CSV upload's */
+  at = '',
+): Promise<CampaignTarget> {
+  try {
+    return await checkTarget(deps, input);
+  } catch (err) {
+    if (!at || !(err instanceof AppError)) throw err;
+    const details = err.details.map((d) => ({ ...d, path: `${at}${d.path}` }));
+    throw new AppError(err.code, err.message, details);
+  }
+}
+
+async function checkTarget(
+  deps: CampaignDeps,
+  input: Pick<CreateCampaignRequest, 'flow' | 'message' | 'lang' | 'retry' | 'from'>,
+): Promise<CampaignTarget> {
+  if (input.flow !== undefined && input.message !== undefined) {
+    throw invalid('give either flow or message, not both', [
+      { path: 'message', code: 'CONFLICTING_FIELDS', message: 'not allowed together with flow' },
+    ]);
+  }
+  if (input.message === undefined) {
+    if (input.flow === undefined) {
+      throw invalid('flow or message is required', [
+        {
+          path: 'flow',
+          code: 'REQUIRED',
+          message: 'required: the flow to call with, or a message template in message',
+        },
+      ]);
+    }
+    const compiled = (await startableFlow(deps, input.flow, 'flow')).compiled;
+    checkLanguage(compiled, input.lang);
+    return { kind: 'flow', compiled };
+  }
+  const template = input.message;
+  const details: ErrorDetail[] = [];
+  for (const field of SET_PER_RECIPIENT) {
+    if (field in template) {
+      details.push({
+        path: `message.${field}`,
+        code: 'CONFLICTING_FIELDS',
+        message:
+          field === 'to'
+            ? "set by the campaign: each recipient's number"
+            : field === 'from'
+              ? 'set by the campaign: its `from`'
+              : 'set by the campaign: each message gets its own',
+      });
+    }
+  }
+  if (input.lang !== undefined) {
+    details.push({
+      path: 'lang',
+      code: 'CONFLICTING_FIELDS',
+      message: 'a message campaign has one template: lang applies to flows only',
+    });
+  }
+  (input.retry?.on ?? []).forEach((on, i) => {
+    if (on !== 'failed') {
+      details.push({
+        path: `retry.on[${i}]`,
+        code: 'INVALID_VALUE',
+        message: 'a message campaign retries on `failed` only (rejected, failed or expired)',
+      });
+    }
+  });
+  const names = new Set<string>();
+  for (const { path, text } of walkStrings(template, ['message'])) {
+    for (const name of templateNames(text)) names.add(name);
+    const bad = malformedTemplate(text);
+    if (bad !== null) {
+      details.push({
+        path: path.join('.'),
+        code: 'TEMPLATE_SYNTAX',
+        message: `"${bad}" is not a {{name}} template`,
+      });
+    }
+  }
+  if (details.length > 0) throw invalid(`${details[0]!.path}: ${details[0]!.message}`, details);
+  if (names.size === 0) {
+    // nothing to fill: the template is the message, checked once for every row
+    const checked = checkMessageInput(
+      { ...template, to: EXAMPLE_NUMBER, from: input.from },
+      messageOptions(deps),
+      deps.clock.now(),
+    );
+    if (!checked.ok) {
+      // one code for a bad template (its details keep the rule each field broke)
+      throw new AppError(
+        'INVALID_MESSAGE',
+        `message: ${checked.error.message}`,
+        checked.error.details.map((d) => ({
+          ...d,
+          path: d.path ? `message.${d.path}` : 'message',
+        })),
+      );
+    }
+  }
+  return { kind: 'message', template, names: [...names] };
+}
+
+/** A valid number to check a template with no names against (the rows bring their own). */
+const EXAMPLE_NUMBER = '+380501234567';
+
+function messageOptions(deps: Pick<CampaignDeps, 'maxSmsParts'>) {
+  return deps.maxSmsParts !== undefined ? { maxSmsParts: deps.maxSmsParts } : {};
 }
 
 export interface RowProblem {
@@ -50,17 +189,19 @@ export interface CheckedRecipient {
 }
 
 /**
- * One recipient checked against the flow; `where` names the row in messages (`recipients[3]`
- * or `line 4`).
+ * One recipient checked against what the campaign sends; `where` names the row in messages
+ * (`recipients[3]` or `line 4`).
  */
 export function checkRecipient(
-  compiled: CompiledFlow,
+  deps: Pick<CampaignDeps, 'clock' | 'maxSmsParts'>,
+  target: CampaignTarget,
+  from: string,
   raw: unknown,
   row: number,
   where: string,
   defaultLang: string | undefined,
 ): { ok: CheckedRecipient } | { problem: RowProblem } {
-  const problem = (code: string, details: ErrorDetail[]): { problem: RowProblem } => ({
+  const problem = (code: ErrorCode, details: ErrorDetail[]): { problem: RowProblem } => ({
     problem: {
       row,
       code,
@@ -82,6 +223,47 @@ export function checkRecipient(
       },
     ]);
   }
+  if (target.kind === 'message') {
+    if (lang !== undefined) {
+      return problem('VALIDATION_ERROR', [
+        {
+          path: `${where}.lang`,
+          code: 'UNKNOWN_FIELD',
+          message: 'a message campaign has one template: lang applies to flows only',
+        },
+      ]);
+    }
+    const given = vars ?? {};
+    const missing = target.names.filter((n) => given[n] === undefined || given[n] === null);
+    if (missing.length > 0) {
+      return problem(
+        'INVALID_VARS',
+        missing.map((n) => ({
+          path: `${where}.vars.${n}`,
+          code: 'REQUIRED',
+          message: `required: the message template uses {{${n}}}`,
+        })),
+      );
+    }
+    if (target.names.length > 0) {
+      const checked = checkMessageInput(
+        campaignMessage(target.template, to, from, given),
+        messageOptions(deps),
+        deps.clock.now(),
+      );
+      if (!checked.ok) {
+        return problem(
+          checked.error.code,
+          checked.error.details.map((d) => ({
+            ...d,
+            path: d.path ? `${where}.message.${d.path}` : `${where}.message`,
+          })),
+        );
+      }
+    }
+    return { ok: { line: row, phone: to, vars: given, lang: null } };
+  }
+  const compiled = target.compiled;
   const language = lang ?? defaultLang;
   if (language !== undefined && !compiled.languages.includes(language)) {
     return problem('INVALID_LANGUAGE', [
@@ -114,15 +296,13 @@ export async function createCampaign(
   deps: CampaignDeps,
   input: CreateCampaignRequest,
 ): Promise<CreateOutcome> {
-  const flow = await startableFlow(deps, input.flow, 'flow');
-  const compiled = flow.compiled;
-  checkLanguage(compiled, input.lang);
+  const target = await campaignTarget(deps, input);
   const rejected: RowProblem[] = [];
   const rows: CheckedRecipient[] = [];
   const seen = new Set<string>();
   let duplicates = 0;
   input.recipients.forEach((raw, i) => {
-    const r = checkRecipient(compiled, raw, i, `recipients[${i}]`, input.lang);
+    const r = checkRecipient(deps, target, input.from, raw, i, `recipients[${i}]`, input.lang);
     if ('problem' in r) rejected.push(r.problem);
     else if (seen.has(r.ok.phone)) duplicates++;
     else {
@@ -133,7 +313,7 @@ export async function createCampaign(
   const now = deps.clock.now();
   const id = uuidv7(now.getTime());
   await deps.db.transaction(async (tx) => {
-    const startAt = await insertCampaign(tx, id, compiled, input, rows.length, now);
+    const startAt = await insertCampaign(tx, id, target, input, rows.length, now);
     for (let i = 0; i < rows.length; i += 1000) {
       await insertRecipients(tx, id, rows.slice(i, i + 1000), startAt, now);
     }
@@ -146,7 +326,7 @@ type CampaignSettings = Omit<CreateCampaignRequest, 'recipients'>;
 async function insertCampaign(
   tx: Tx,
   id: string,
-  compiled: CompiledFlow,
+  target: CampaignTarget,
   input: CampaignSettings,
   recipients: number,
   now: Date,
@@ -155,7 +335,8 @@ async function insertCampaign(
   await tx.insert(campaigns).values({
     id,
     name: input.name ?? null,
-    flowId: compiled.id,
+    flowId: target.kind === 'flow' ? target.compiled.id : null,
+    message: target.kind === 'message' ? target.template : null,
     from: input.from,
     lang: input.lang ?? null,
     state: 'scheduled',
@@ -220,9 +401,7 @@ export async function createCampaignFromCsv(
   input: CampaignSettings,
   body: AsyncIterable<Uint8Array>,
 ): Promise<CreateOutcome & { rejectedCount: number }> {
-  const flow = await startableFlow(deps, input.flow, 'flow');
-  const compiled = flow.compiled;
-  checkLanguage(compiled, input.lang);
+  const target = await campaignTarget(deps, input, 'query.');
   const now = deps.clock.now();
   const id = uuidv7(now.getTime());
   const rejected: RowProblem[] = [];
@@ -234,7 +413,7 @@ export async function createCampaignFromCsv(
     if (rejected.length < REJECTED_LISTED) rejected.push(problem);
   };
   await deps.db.transaction(async (tx) => {
-    const startAt = await insertCampaign(tx, id, compiled, input, 0, now);
+    const startAt = await insertCampaign(tx, id, target, input, 0, now);
     const parser = parseCsv({
       columns: (header: string[]) => header.map((h) => h.trim().replace(/^vars\./, '')),
       skip_empty_lines: true,
@@ -267,11 +446,16 @@ export async function createCampaignFromCsv(
       record: Record<string, string>;
       info: { lines: number };
     }>) {
-      const { to, lang, ...cells } = record;
-      const text: Record<string, string> = {};
-      for (const [k, v] of Object.entries(cells)) if (v !== '') text[k] = v;
-      const raw = { to, vars: readTextVars(compiled.params, text), ...(lang && { lang }) };
-      const r = checkRecipient(compiled, raw, info.lines, `line ${info.lines}`, input.lang);
+      const raw = csvRecipient(target, record);
+      const r = checkRecipient(
+        deps,
+        target,
+        input.from,
+        raw,
+        info.lines,
+        `line ${info.lines}`,
+        input.lang,
+      );
       if ('problem' in r) reject(r.problem);
       else {
         checked++;
@@ -288,6 +472,19 @@ export async function createCampaignFromCsv(
   });
   // a good row not stored had a number listed before it
   return { id, accepted, duplicates: checked - accepted, rejected, rejectedCount };
+}
+
+/**
+ * A CSV row as a recipient: `to`, and every other non-empty cell a var (read by its param's
+ * type for a flow; as text for a message, where `lang` is a var like any other).
+ */
+function csvRecipient(target: CampaignTarget, record: Record<string, string>) {
+  const { to, ...cells } = record;
+  const text: Record<string, string> = {};
+  for (const [k, v] of Object.entries(cells)) if (v !== '') text[k] = v;
+  if (target.kind === 'message') return { to, vars: text };
+  const { lang, ...rest } = text;
+  return { to, vars: readTextVars(target.compiled.params, rest), ...(lang && { lang }) };
 }
 
 function checkLanguage(compiled: CompiledFlow, lang: string | undefined): void {

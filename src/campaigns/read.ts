@@ -5,7 +5,14 @@
  */
 import { and, asc, desc, eq, gt, inArray, lt, sql } from 'drizzle-orm';
 import type { Queryable } from '../db/client.ts';
-import { campaignAttempts, campaignRecipients, campaigns } from '../db/schema/index.ts';
+import {
+  callEvents,
+  calls as callsTable,
+  campaignAttempts,
+  campaignRecipients,
+  campaigns,
+  messages,
+} from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
 import { decodeCursor, encodeCursor } from '../messages/read.ts';
@@ -53,7 +60,8 @@ function toView(row: CampaignRow, p: Awaited<ReturnType<typeof progressOf>>): Ca
   return {
     id: row.id,
     name: row.name,
-    flow: row.flowId ?? '',
+    flow: row.flowId,
+    message: row.message as Record<string, unknown> | null,
     from: row.from,
     state: row.state as CampaignView['state'],
     startAt: row.startAt.toISOString(),
@@ -145,34 +153,133 @@ export async function campaignResults(
   for (const a of attempts) {
     byRecipient.set(a.recipientId, [...(byRecipient.get(a.recipientId) ?? []), a]);
   }
+  const best = await bestAttempts(
+    db,
+    page.flatMap((r) => (r.bestCallId ? [r.bestCallId] : [])),
+    page.flatMap((r) => (r.bestMessageId ? [r.bestMessageId] : [])),
+  );
   return {
-    items: page.map((r) => ({
-      line: r.line,
-      to: r.phone,
-      state: r.state as RecipientResult['state'],
-      attempts: r.attempts,
-      outcome: r.outcome,
-      reason: r.reason,
-      nextAt: r.nextAt?.toISOString() ?? null,
-      calls: (byRecipient.get(r.id) ?? []).map((a) => ({
-        attempt: a.attempt,
-        callId: a.callId,
-        state: a.state,
-        outcome: a.outcome,
-        startedAt: a.startedAt.toISOString(),
-        endedAt: a.endedAt?.toISOString() ?? null,
-      })),
-    })),
+    items: page.map((r) => {
+      const call = r.bestCallId ? best.calls.get(r.bestCallId) : undefined;
+      const message = r.bestMessageId ? best.messages.get(r.bestMessageId) : undefined;
+      return {
+        line: r.line,
+        to: r.phone,
+        state: r.state as RecipientResult['state'],
+        attempts: r.attempts,
+        outcome: r.outcome,
+        status: call?.state ?? message?.status ?? null,
+        path: call?.path ?? [],
+        followUps: call?.followUps ?? [],
+        reason: r.reason,
+        nextAt: r.nextAt?.toISOString() ?? null,
+        history: (byRecipient.get(r.id) ?? []).map((a) => ({
+          attempt: a.attempt,
+          callId: a.callId,
+          messageId: a.callId ? null : a.messageId,
+          state: a.state,
+          outcome: a.outcome,
+          startedAt: a.startedAt.toISOString(),
+          endedAt: a.endedAt?.toISOString() ?? null,
+        })),
+      };
+    }),
     nextCursor: rows.length > limit && page.length > 0 ? String(page.at(-1)!.line) : null,
   };
 }
 
-const CSV_COLUMNS = ['line', 'to', 'state', 'attempts', 'outcome', 'reason', 'calls'] as const;
+/**
+ * The best attempts of a page of recipients: each call's state, its path (the keys, in order)
+ * and its follow-ups with their statuses; each message's status. Three queries a page.
+ */
+async function bestAttempts(db: Queryable, callIds: string[], messageIds: string[]) {
+  const calls = new Map<
+    string,
+    {
+      state: string;
+      path: Array<{ node: string; key: string }>;
+      followUps: Array<{ id: string; type: string; status: string }>;
+    }
+  >();
+  const messagesById = new Map<string, { status: string }>();
+  if (callIds.length > 0) {
+    const rows = await db
+      .select({ id: callsTable.id, state: callsTable.state })
+      .from(callsTable)
+      .where(inArray(callsTable.id, callIds));
+    for (const r of rows) calls.set(r.id, { state: r.state, path: [], followUps: [] });
+    const keys = await db
+      .select({ callId: callEvents.callId, node: callEvents.node, key: callEvents.key })
+      .from(callEvents)
+      .where(and(inArray(callEvents.callId, callIds), eq(callEvents.kind, 'key')))
+      .orderBy(asc(callEvents.at), asc(callEvents.id));
+    for (const k of keys) calls.get(k.callId)?.path.push({ node: k.node ?? '', key: k.key ?? '' });
+    const sent = await db
+      .select({
+        id: messages.id,
+        callId: messages.callId,
+        type: messages.type,
+        status: messages.status,
+      })
+      .from(messages)
+      .where(and(inArray(messages.callId, callIds), eq(messages.role, 'follow-up')))
+      .orderBy(asc(messages.id));
+    for (const m of sent) {
+      calls.get(m.callId!)?.followUps.push({ id: m.id, type: m.type, status: m.status });
+    }
+  }
+  if (messageIds.length > 0) {
+    const rows = await db
+      .select({ id: messages.id, status: messages.status })
+      .from(messages)
+      .where(inArray(messages.id, messageIds));
+    for (const r of rows) messagesById.set(r.id, { status: r.status });
+  }
+  return { calls, messages: messagesById };
+}
+
+const CSV_COLUMNS = [
+  'line',
+  'to',
+  'state',
+  'attempts',
+  'outcome',
+  'status',
+  'path',
+  'followUps',
+  'reason',
+  'history',
+] as const;
 
 /** A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180). */
 function csvField(value: unknown): string {
   const text = value === null || value === undefined ? '' : String(value);
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+/**
+ * One result as a CSV line. Lists are space-separated: `path` as `node:key`, `followUps` as
+ * `type:status`, `history` as `attempt:id:state:outcome`.
+ */
+function csvLine(r: RecipientResult): string {
+  const path = r.path.map((p) => `${p.node}:${p.key}`).join(' ');
+  const followUps = r.followUps.map((f) => `${f.type}:${f.status}`).join(' ');
+  const history = r.history
+    .map((a) => `${a.attempt}:${a.callId ?? a.messageId ?? ''}:${a.state ?? ''}:${a.outcome ?? ''}`)
+    .join(' ');
+  const fields = [
+    r.line,
+    r.to,
+    r.state,
+    r.attempts,
+    r.outcome,
+    r.status,
+    path,
+    followUps,
+    r.reason,
+    history,
+  ];
+  return `${fields.map(csvField).join(',')}\r\n`;
 }
 
 /** Every result as CSV lines, a page at a time: the header, then one line per recipient. */
@@ -181,13 +288,7 @@ export async function* campaignResultsCsv(db: Queryable, id: string): AsyncGener
   let afterLine: number | undefined;
   for (;;) {
     const page = await campaignResults(db, id, { afterLine, limit: 1000 });
-    let out = '';
-    for (const r of page.items) {
-      const calls = r.calls
-        .map((c) => `${c.attempt}:${c.callId ?? ''}:${c.state ?? ''}:${c.outcome ?? ''}`)
-        .join(' ');
-      out += `${[r.line, r.to, r.state, r.attempts, r.outcome, r.reason, calls].map(csvField).join(',')}\r\n`;
-    }
+    const out = page.items.map(csvLine).join('');
     if (out) yield out;
     if (page.nextCursor === null) return;
     afterLine = Number(page.nextCursor);

@@ -4,15 +4,17 @@
  * second instance neither loses nor repeats an attempt:
  *
  * 1. **Start** campaigns whose `start_at` has come (`scheduled` -> `running`).
- * 2. **Settle** attempts whose call ended: the recipient's result becomes the better of its
- *    best attempt and this one (an outcome beats none; among equals, the latest), and the
- *    retry policy says whether it is tried again (`retry`, due `after` from the end) or done.
+ * 2. **Settle** attempts whose call ended (or, in a message campaign, whose message was
+ *    delivered or failed): the recipient's result becomes the better of its best attempt and
+ *    this one (an outcome beats none; among equals, the latest), and the retry policy says
+ *    whether it is tried again (`retry`, due `after` from the end) or done.
  * 3. **Release** due recipients of each running campaign, as many as its pace (a token
  *    bucket: `per_minute`, kept as `paced_at`) and its `max_concurrent` allow. Each is
  *    locked (SKIP LOCKED), then checked: an opted-out number is skipped; outside its calling
  *    window (in every time zone of its number) it waits until the window opens; over the
- *    frequency cap it waits for its next day. The rest start as calls in the same
- *    transaction that marks them `calling` and writes their attempt.
+ *    frequency cap it waits for its next day. The rest start as calls (or are sent as
+ *    messages) in the same transaction that marks them `calling` (`sending`) and writes their
+ *    attempt.
  * 4. **Finish** running campaigns with nothing left open.
  */
 import { and, eq, inArray, sql } from 'drizzle-orm';
@@ -30,12 +32,15 @@ import { subscriptionsOf } from '../events/subscriptions.ts';
 import type { EventData } from '../events/types.ts';
 import type { CompiledFlow } from '../flows/index.ts';
 import { parseDuration } from '../flows/schema.ts';
+import { renderDeep } from '../flows/template.ts';
 import { isUuid } from '../ids.ts';
 import type { Logger } from '../logger.ts';
+import { isTerminal, MESSAGE_STATUSES, type MessageStatus } from '../messages/status.ts';
+import { prepareMessages, storeMessages } from '../messages/submit.ts';
 import { optedOutAmong } from '../opt-outs/store.ts';
 import { localDateOf, takeContacts } from './limits.ts';
 import { progressOf } from './read.ts';
-import { type CampaignRetryPolicy, OPEN_RECIPIENT_STATES } from './schemas.ts';
+import { type CampaignRetryPolicy, IN_FLIGHT_STATES, OPEN_RECIPIENT_STATES } from './schemas.ts';
 import { type CallingWindow, type HolidayCalendar, nextAllowed } from './windows.ts';
 import { countryOf, zonesOf } from './zones.ts';
 
@@ -46,6 +51,8 @@ export interface SchedulerDeps extends StartDeps {
   holidays: HolidayCalendar;
   /** at most this many calls per number per local day, across campaigns (CONTACT_CAP_PER_DAY) */
   capPerDay: number | undefined;
+  /** the life of a message campaign's message (MESSAGE_LIFETIME_SECONDS) */
+  lifetimeSeconds?: number;
 }
 
 /** Recipients released per campaign per round at most (the next round takes the rest). */
@@ -93,7 +100,7 @@ async function startDue(deps: SchedulerDeps): Promise<number> {
           campaignEvent('campaign.started', r.id, now, {
             campaignId: r.id,
             name: r.name,
-            flow: r.flowId ?? '',
+            flow: r.flowId,
             recipients: r.recipients,
             at: now.toISOString(),
           }),
@@ -129,18 +136,20 @@ async function recipientsDone(
 }
 
 interface Ended {
+  kind: 'call' | 'message';
   id: number;
   campaign_id: string;
   line: number;
   phone: string;
-  call_id: string;
+  attempt_id: string;
   attempts: number;
   outcome: string | null;
-  best_call_id: string | null;
+  best_id: string | null;
   retry: CampaignRetryPolicy;
   campaign_state: string;
-  call_state: string;
-  call_outcome: string | null;
+  /** the attempt's end as `settle` reads it: its state and outcome */
+  state: string;
+  attempt_outcome: string | null;
   ended_at: Date | string | null;
 }
 
@@ -148,42 +157,86 @@ interface Ended {
 export function settle(r: {
   attempts: number;
   outcome: string | null;
-  bestCallId: string | null;
+  bestId: string | null;
   retry: CampaignRetryPolicy;
   cancelled: boolean;
-  call: { id: string; state: string; outcome: string | null; endedAt: Date };
-}): { state: 'retry' | 'done'; outcome: string | null; bestCallId: string; nextAt: Date | null } {
+  attempt: { id: string; state: string; outcome: string | null; endedAt: Date };
+}): { state: 'retry' | 'done'; outcome: string | null; bestId: string; nextAt: Date | null } {
   // an attempt with an outcome beats one without; among equals, the latest (this one)
-  const better = r.call.outcome !== null || r.bestCallId === null || r.outcome === null;
-  const bestCallId = better ? r.call.id : r.bestCallId!;
-  const outcome = better ? r.call.outcome : r.outcome;
-  const result = r.call.state === 'failed' ? 'failed' : (r.call.outcome ?? 'no-outcome');
+  const better = r.attempt.outcome !== null || r.bestId === null || r.outcome === null;
+  const bestId = better ? r.attempt.id : r.bestId!;
+  const outcome = better ? r.attempt.outcome : r.outcome;
+  const result = r.attempt.state === 'failed' ? 'failed' : (r.attempt.outcome ?? 'no-outcome');
   const again = !r.cancelled && r.attempts < r.retry.maxAttempts && r.retry.on.includes(result);
   return again
     ? {
         state: 'retry',
         outcome,
-        bestCallId,
-        nextAt: new Date(r.call.endedAt.getTime() + parseDuration(r.retry.after)),
+        bestId,
+        nextAt: new Date(r.attempt.endedAt.getTime() + parseDuration(r.retry.after)),
       }
-    : { state: 'done', outcome, bestCallId, nextAt: null };
+    : { state: 'done', outcome, bestId, nextAt: null };
+}
+
+/**
+ * A message attempt's end, in `settle`'s terms: delivered (or read) is its outcome; rejected,
+ * failed or expired is `failed`. Null while the message may still change (queued, accepted,
+ * sent). The message statuses that settle an attempt are the ones this answers for.
+ */
+export function messageAttemptEnd(
+  status: MessageStatus,
+): { state: string; outcome: string | null } | null {
+  if (status === 'delivered' || status === 'read') return { state: status, outcome: status };
+  if (isTerminal(status)) return { state: 'failed', outcome: null };
+  return null;
+}
+
+/** The message statuses that settle an attempt (`messageAttemptEnd` not null), as SQL. */
+const SETTLING_STATUSES = sql.join(
+  MESSAGE_STATUSES.filter((s) => messageAttemptEnd(s) !== null).map((s) => sql`${s}`),
+  sql`, `,
+);
+
+/** The attempts in flight that ended: calls ended or failed, messages delivered or failed. */
+async function endedAttempts(tx: Tx): Promise<Ended[]> {
+  const calls = rowsOf<Omit<Ended, 'kind'>>(
+    await tx.execute(sql`
+      select r.id, r.campaign_id, r.line, r.phone, r.call_id as attempt_id, r.attempts, r.outcome,
+        r.best_call_id as best_id, k.retry, k.state as campaign_state,
+        c.state, c.outcome as attempt_outcome, c.ended_at
+      from campaign_recipients r
+      join calls c on c.id = r.call_id
+      join campaigns k on k.id = r.campaign_id
+      where r.state = 'calling' and c.state in ('ended', 'failed')
+      order by r.id
+      limit ${SETTLE_LIMIT}
+      for update of r skip locked`),
+  );
+  const sent = rowsOf<Omit<Ended, 'kind'> & { status: MessageStatus }>(
+    await tx.execute(sql`
+      select r.id, r.campaign_id, r.line, r.phone, r.message_id as attempt_id, r.attempts,
+        r.outcome, r.best_message_id as best_id, k.retry, k.state as campaign_state,
+        m.status, m.updated_at as ended_at
+      from campaign_recipients r
+      join messages m on m.id = r.message_id
+      join campaigns k on k.id = r.campaign_id
+      where r.state = 'sending' and m.status in (${SETTLING_STATUSES})
+      order by r.id
+      limit ${SETTLE_LIMIT}
+      for update of r skip locked`),
+  );
+  return [
+    ...calls.map((c) => ({ ...c, kind: 'call' as const })),
+    ...sent.map((m) => {
+      const end = messageAttemptEnd(m.status)!;
+      return { ...m, kind: 'message' as const, state: end.state, attempt_outcome: end.outcome };
+    }),
+  ];
 }
 
 async function settleEnded(deps: SchedulerDeps): Promise<number> {
   return deps.db.transaction(async (tx) => {
-    const ended = rowsOf<Ended>(
-      await tx.execute(sql`
-        select r.id, r.campaign_id, r.line, r.phone, r.call_id, r.attempts, r.outcome, r.best_call_id,
-          k.retry, k.state as campaign_state,
-          c.state as call_state, c.outcome as call_outcome, c.ended_at
-        from campaign_recipients r
-        join calls c on c.id = r.call_id
-        join campaigns k on k.id = r.campaign_id
-        where r.state = 'calling' and c.state in ('ended', 'failed')
-        order by r.id
-        limit ${SETTLE_LIMIT}
-        for update of r skip locked`),
-    );
+    const ended = await endedAttempts(tx);
     if (ended.length === 0) return 0;
     const now = deps.clock.now();
     const updates = ended.map((e) => {
@@ -191,43 +244,48 @@ async function settleEnded(deps: SchedulerDeps): Promise<number> {
       const s = settle({
         attempts: e.attempts,
         outcome: e.outcome,
-        bestCallId: e.best_call_id,
+        bestId: e.best_id,
         retry: e.retry,
         cancelled: e.campaign_state === 'cancelled',
-        call: { id: e.call_id, state: e.call_state, outcome: e.call_outcome, endedAt },
+        attempt: { id: e.attempt_id, state: e.state, outcome: e.attempt_outcome, endedAt },
       });
       return {
         id: e.id,
-        call_id: e.call_id,
+        attempt_id: e.attempt_id,
         state: s.state,
         outcome: s.outcome,
-        best_call_id: s.bestCallId,
+        best_id: s.bestId,
         next_at: s.nextAt?.toISOString() ?? null,
-        call_state: e.call_state,
-        call_outcome: e.call_outcome,
+        attempt_state: e.state,
+        attempt_outcome: e.attempt_outcome,
         ended_at: endedAt.toISOString(),
       };
     });
     const json = JSON.stringify(updates);
+    // the best attempt's id goes to the column of its kind: a call's, or a message's
     await tx.execute(sql`
       update campaign_recipients r
-      set state = v.state, outcome = v.outcome, best_call_id = v.best_call_id,
-        next_at = v.next_at, call_id = null, updated_at = ${now.toISOString()}::timestamptz
+      set state = v.state, outcome = v.outcome,
+        best_call_id = case when r.call_id is not null then v.best_id else r.best_call_id end,
+        best_message_id = case when r.message_id is not null then v.best_id else r.best_message_id end,
+        next_at = v.next_at, call_id = null, message_id = null,
+        updated_at = ${now.toISOString()}::timestamptz
       from jsonb_to_recordset(${json}::jsonb)
-        as v(id bigint, state text, outcome text, best_call_id uuid, next_at timestamptz)
+        as v(id bigint, state text, outcome text, best_id uuid, next_at timestamptz)
       where r.id = v.id`);
     await tx.execute(sql`
       update campaign_attempts a
-      set state = v.call_state, outcome = v.call_outcome, ended_at = v.ended_at
+      set state = v.attempt_state, outcome = v.attempt_outcome, ended_at = v.ended_at
       from jsonb_to_recordset(${json}::jsonb)
-        as v(call_id uuid, call_state text, call_outcome text, ended_at timestamptz)
-      where a.call_id = v.call_id`);
+        as v(id bigint, attempt_id uuid, attempt_state text, attempt_outcome text, ended_at timestamptz)
+      where a.recipient_id = v.id and (a.call_id = v.attempt_id or a.message_id = v.attempt_id)`);
     await recipientsDone(
       tx,
       deps,
       ended.flatMap((e, i) => {
         const u = updates[i]!;
         if (u.state !== 'done') return [];
+        const call = e.kind === 'call';
         return [
           {
             campaignId: e.campaign_id,
@@ -236,7 +294,8 @@ async function settleEnded(deps: SchedulerDeps): Promise<number> {
             state: 'done' as const,
             attempts: e.attempts,
             outcome: u.outcome,
-            callId: u.best_call_id,
+            callId: call ? u.best_id : null,
+            messageId: call ? null : u.best_id,
             reason: null,
             at: now.toISOString(),
           },
@@ -250,7 +309,8 @@ async function settleEnded(deps: SchedulerDeps): Promise<number> {
 
 interface Running {
   id: string;
-  flowId: string;
+  flowId: string | null;
+  message: Record<string, unknown> | null;
   from: string;
   lang: string | null;
   perMinute: number;
@@ -264,6 +324,7 @@ async function runningCampaigns(deps: SchedulerDeps): Promise<Running[]> {
     .select({
       id: campaigns.id,
       flowId: campaigns.flowId,
+      message: campaigns.message,
       from: campaigns.from,
       lang: campaigns.lang,
       perMinute: campaigns.perMinute,
@@ -293,6 +354,16 @@ export function paceAllows(
   return { tokens, after: (used) => new Date(from + used * interval) };
 }
 
+/** A message campaign's message for one recipient: its template filled, with `to` and `from`. */
+export function campaignMessage(
+  template: Record<string, unknown>,
+  to: string,
+  from: string,
+  vars: Readonly<Record<string, unknown>>,
+): Record<string, unknown> {
+  return { ...renderDeep(template, vars), to, from };
+}
+
 /** The `paced_at` of a campaign starting at `at`: one call's worth already there. */
 export function startingPace(at: Date, perMinute: number): Date {
   return new Date(at.getTime() - 60_000 / perMinute);
@@ -307,20 +378,32 @@ interface Due {
   attempts: number;
   outcome: string | null;
   best_call_id: string | null;
+  best_message_id: string | null;
 }
 
-async function release(deps: SchedulerDeps, campaign: Running): Promise<number> {
-  const now = deps.clock.now();
-  const pace = paceAllows(campaign.pacedAt, campaign.perMinute, now);
-  if (pace.tokens === 0) return 0;
-  const flow = await startableFlow(deps, campaign.flowId, 'flow').catch((err: unknown) => {
+/** What a running campaign's release hands each recipient: a call of its flow, or its message. */
+type Sender =
+  | { kind: 'flow'; flow: { compiled: CompiledFlow; source: string } }
+  | { kind: 'message'; template: Record<string, unknown> };
+
+async function senderOf(deps: SchedulerDeps, campaign: Running): Promise<Sender | undefined> {
+  if (campaign.message !== null) return { kind: 'message', template: campaign.message };
+  const flow = await startableFlow(deps, campaign.flowId ?? '', 'flow').catch((err: unknown) => {
     deps.logger.warn(
       { campaign: campaign.id, err: { message: err instanceof Error ? err.message : String(err) } },
       'campaign flow cannot start calls; its recipients wait',
     );
     return undefined;
   });
-  if (!flow) return 0;
+  return flow && { kind: 'flow', flow };
+}
+
+async function release(deps: SchedulerDeps, campaign: Running): Promise<number> {
+  const now = deps.clock.now();
+  const pace = paceAllows(campaign.pacedAt, campaign.perMinute, now);
+  if (pace.tokens === 0) return 0;
+  const sender = await senderOf(deps, campaign);
+  if (!sender) return 0;
   const window = campaign.window ?? deps.window;
   let released = 0;
   await deps.db.transaction(async (tx) => {
@@ -328,14 +411,15 @@ async function release(deps: SchedulerDeps, campaign: Running): Promise<number> 
     if (campaign.maxConcurrent !== null) {
       const [row] = rowsOf<{ n: number | string }>(
         await tx.execute(sql`select count(*) as n from campaign_recipients
-          where campaign_id = ${campaign.id} and state = 'calling'`),
+          where campaign_id = ${campaign.id} and state in (${IN_FLIGHT})`),
       );
       budget = Math.min(budget, campaign.maxConcurrent - Number(row?.n ?? 0));
     }
     if (budget <= 0) return;
     const due = rowsOf<Due>(
       await tx.execute(sql`
-        select id, line, phone, vars, lang, attempts, outcome, best_call_id from campaign_recipients
+        select id, line, phone, vars, lang, attempts, outcome, best_call_id, best_message_id
+        from campaign_recipients
         where campaign_id = ${campaign.id} and state in ('pending', 'waiting', 'retry')
           and next_at <= ${now.toISOString()}::timestamptz
         order by next_at, id
@@ -369,36 +453,30 @@ async function release(deps: SchedulerDeps, campaign: Running): Promise<number> 
     }
     // the frequency cap, taken atomically per number and local day (any instance, any campaign)
     const capped = await overCap(tx, deps, callable, now);
-    const ready: { p: PreparedCall; input: { to: string; from: string }; due: Due }[] = [];
+    const going: Due[] = [];
     for (const c of callable) {
-      if (capped.has(c.due.id)) {
-        const next = nextAllowed(
-          nextLocalDay(now, c.zones),
-          c.zones,
-          window,
-          deps.holidays,
-          c.country,
-        );
-        if (next === null) {
-          skipped.push({
-            id: c.due.id,
-            reason: 'over the frequency cap, and no later time fits its window',
-          });
-        } else waiting.push({ id: c.due.id, next_at: next.toISOString() });
+      if (!capped.has(c.due.id)) {
+        going.push(c.due);
         continue;
       }
-      const input = {
-        to: c.due.phone,
-        from: campaign.from,
-        vars: c.due.vars,
-        lang: c.due.lang ?? campaign.lang ?? undefined,
-      };
-      const prepared = prepareCall(deps, flow.compiled, input, '', now);
-      if (prepared.error) {
-        skipped.push({ id: c.due.id, reason: `${prepared.error.code}: ${prepared.error.message}` });
-      } else ready.push({ p: prepared.call!, input, due: c.due });
+      const next = nextAllowed(
+        nextLocalDay(now, c.zones),
+        c.zones,
+        window,
+        deps.holidays,
+        c.country,
+      );
+      if (next === null) {
+        skipped.push({
+          id: c.due.id,
+          reason: 'over the frequency cap, and no later time fits its window',
+        });
+      } else waiting.push({ id: c.due.id, next_at: next.toISOString() });
     }
-    if (ready.length > 0) await storeStarted(tx, deps, flow, ready, campaign.id, now);
+    released =
+      sender.kind === 'flow'
+        ? await startCalls(tx, deps, sender.flow, campaign, going, skipped, now)
+        : await sendMessages(tx, deps, sender.template, campaign, going, skipped, now);
     await markRecipients(tx, skipped, waiting, now);
     const byId = new Map(due.map((d) => [d.id, d]));
     await recipientsDone(
@@ -414,13 +492,13 @@ async function release(deps: SchedulerDeps, campaign: Running): Promise<number> 
           attempts: d.attempts,
           outcome: d.outcome,
           callId: d.best_call_id,
+          messageId: d.best_message_id,
           reason: k.reason,
           at: now.toISOString(),
         };
       }),
       now,
     );
-    released = ready.length;
     if (released > 0) {
       await tx
         .update(campaigns)
@@ -430,6 +508,101 @@ async function release(deps: SchedulerDeps, campaign: Running): Promise<number> 
   });
   if (released > 0) deps.onQueued?.();
   return released;
+}
+
+/** A recipient's in-flight states, as SQL. */
+const IN_FLIGHT = sql.join(
+  IN_FLIGHT_STATES.map((s) => sql`${s}`),
+  sql`, `,
+);
+
+/** Starts the calls of a flow campaign's released recipients; one refused is skipped. */
+async function startCalls(
+  tx: Tx,
+  deps: SchedulerDeps,
+  flow: { compiled: CompiledFlow; source: string },
+  campaign: Running,
+  going: readonly Due[],
+  skipped: Array<{ id: number; reason: string }>,
+  now: Date,
+): Promise<number> {
+  const ready: { p: PreparedCall; input: { to: string; from: string }; due: Due }[] = [];
+  for (const due of going) {
+    const input = {
+      to: due.phone,
+      from: campaign.from,
+      vars: due.vars,
+      lang: due.lang ?? campaign.lang ?? undefined,
+    };
+    const prepared = prepareCall(deps, flow.compiled, input, '', now);
+    if (prepared.error) {
+      skipped.push({ id: due.id, reason: `${prepared.error.code}: ${prepared.error.message}` });
+    } else ready.push({ p: prepared.call!, input, due });
+  }
+  if (ready.length > 0) await storeStarted(tx, deps, flow, ready, campaign.id, now);
+  return ready.length;
+}
+
+/**
+ * Sends a message campaign's released recipients their messages: each filled from the
+ * template and checked as `POST /v1/messages` checks one (a message refused is skipped with
+ * its reason), stored with its outbox row like any other, and its recipient marked `sending`.
+ */
+async function sendMessages(
+  tx: Tx,
+  deps: SchedulerDeps,
+  template: Record<string, unknown>,
+  campaign: Running,
+  going: readonly Due[],
+  skipped: Array<{ id: number; reason: string }>,
+  now: Date,
+): Promise<number> {
+  if (going.length === 0) return 0;
+  const checked = prepareMessages(
+    going.map((d) => campaignMessage(template, d.phone, campaign.from, d.vars)),
+    {
+      ...(deps.maxSmsParts !== undefined && { maxSmsParts: deps.maxSmsParts }),
+      ...(deps.lifetimeSeconds !== undefined && { lifetimeSeconds: deps.lifetimeSeconds }),
+    },
+    now,
+  );
+  checked.results.forEach((r, i) => {
+    if (r?.status === 'rejected' && r.error) {
+      skipped.push({ id: going[i]!.id, reason: `${r.error.code}: ${r.error.message}` });
+    }
+  });
+  if (checked.prepared.length === 0) return 0;
+  const stored = await storeMessages(
+    tx,
+    checked.prepared,
+    now,
+    subscriptionsOf(deps.db).wants('message.status'),
+  );
+  const rows = checked.prepared.map((p) => {
+    const due = going[p.index]!;
+    return { id: due.id, message_id: p.row.id!, attempts: due.attempts + 1 };
+  });
+  // every id is new (UUIDv7, no customerMessageId given): all of them are stored
+  if (stored.size !== rows.length) throw new Error('a campaign message was not stored');
+  await tx.execute(sql`
+    update campaign_recipients r
+    set state = 'sending', message_id = v.message_id, attempts = v.attempts, next_at = null,
+      updated_at = ${now.toISOString()}::timestamptz
+    from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+      as v(id bigint, message_id uuid, attempts integer)
+    where r.id = v.id`);
+  await tx.insert(campaignAttempts).values(
+    rows.map((r) => ({
+      recipientId: r.id,
+      campaignId: campaign.id,
+      attempt: r.attempts,
+      callId: null,
+      messageId: r.message_id,
+      startedAt: now,
+      state: 'queued',
+    })),
+  );
+  return rows.length;
 }
 
 /** The number's next local midnight (its first zone's; UTC without one). */

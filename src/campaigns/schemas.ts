@@ -11,6 +11,7 @@ export const RECIPIENT_STATES = [
   'pending',
   'waiting',
   'calling',
+  'sending',
   'retry',
   'done',
   'skipped',
@@ -23,12 +24,17 @@ export const OPEN_RECIPIENT_STATES: readonly RecipientState[] = [
   'pending',
   'waiting',
   'calling',
+  'sending',
   'retry',
 ];
 
+/** A recipient's attempt in progress: a call (flow campaign) or a message (message campaign). */
+export const IN_FLIGHT_STATES: readonly RecipientState[] = ['calling', 'sending'];
+
 /**
  * What ends an attempt without an outcome the flow recorded: `failed` (the call never got
- * through: rejected, failed or expired) and `no-outcome` (it ended with none).
+ * through: rejected, failed or expired; a message rejected, failed or expired) and
+ * `no-outcome` (a call ended with none). A message campaign retries on `failed` only.
  */
 export const ATTEMPT_RESULTS = ['failed', 'no-outcome'] as const;
 
@@ -60,19 +66,34 @@ export const CampaignRecipientInput = z.object({
 export const CreateCampaignRequest = z
   .strictObject({
     name: z.string().min(1).max(200).optional(),
-    flow: z.string().min(1).meta({ example: 'appointment-reminder' }),
+    flow: z.string().min(1).optional().meta({
+      description: 'The flow each recipient is called with. Give `flow` or `message`.',
+      example: 'appointment-reminder',
+    }),
+    message: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .meta({
+        description:
+          "The message each recipient is sent, instead of a call: a message as `POST /v1/messages` takes it (any `type`) without `to`, `from` and `customerMessageId`, its strings templates filled from each recipient's `vars` (`{{name}}`). Give `flow` or `message`.",
+        example: { type: 'sms', text: 'Hi {{name}}, your parcel {{parcel}} arrives tomorrow.' },
+      }),
     from: z.string().min(1).meta({ example: 'Clinic' }),
-    lang: z.string().optional().meta({ description: "recipients' default language" }),
+    lang: z
+      .string()
+      .optional()
+      .meta({ description: "recipients' default language (a flow campaign's)" }),
     recipients: z.array(z.record(z.string(), z.unknown())).min(1).max(100_000).meta({
       description:
         '`[{ to, vars?, lang? }]`; a bad row is reported by its index and field, and the good rows still go. For more rows, upload CSV.',
     }),
     startAt: z.iso.datetime({ offset: true }).optional().meta({ description: 'default: now' }),
     perMinute: z.number().int().min(1).max(100_000).optional().meta({
-      description: 'Calls started per minute at most (default 60).',
+      description: 'Calls started (or messages sent) per minute at most (default 60).',
     }),
     maxConcurrent: z.number().int().min(1).max(100_000).optional().meta({
-      description: 'Calls in progress at once at most; unset: no cap but the pace.',
+      description:
+        'Calls in progress (or messages not yet delivered or failed) at once at most; unset: no cap but the pace.',
     }),
     window: CallingWindowSchema.optional().meta({
       description:
@@ -107,7 +128,11 @@ export const CampaignView = z
   .object({
     id: z.string(),
     name: z.string().nullable(),
-    flow: z.string(),
+    flow: z.string().nullable().meta({ description: "a flow campaign's flow" }),
+    message: z
+      .record(z.string(), z.unknown())
+      .nullable()
+      .meta({ description: "a message campaign's template" }),
     from: z.string(),
     state: z.enum(CAMPAIGN_STATES),
     startAt: z.string(),
@@ -140,19 +165,34 @@ export const RecipientResult = z
     to: z.string(),
     state: z.enum(RECIPIENT_STATES),
     attempts: z.number().int(),
-    outcome: z.string().nullable(),
-    reason: z.string().nullable(),
+    outcome: z.string().nullable().meta({
+      description:
+        "its best attempt's outcome: the flow's (a call), or `delivered` / `read` (a message)",
+    }),
+    status: z.string().nullable().meta({
+      description: "its best attempt's state: the call's, or the message's status",
+    }),
+    path: z
+      .array(z.object({ node: z.string(), key: z.string() }))
+      .meta({ description: "its best call's way through the flow, key by key" }),
+    followUps: z
+      .array(z.object({ id: z.string(), type: z.string(), status: z.string() }))
+      .meta({ description: 'the messages its best call sent, with their statuses' }),
+    reason: z.string().nullable().meta({ description: 'why it was skipped' }),
     nextAt: z.string().nullable(),
-    calls: z.array(
-      z.object({
-        attempt: z.number().int(),
-        callId: z.string().nullable(),
-        state: z.string().nullable(),
-        outcome: z.string().nullable(),
-        startedAt: z.string(),
-        endedAt: z.string().nullable(),
-      }),
-    ),
+    history: z
+      .array(
+        z.object({
+          attempt: z.number().int(),
+          callId: z.string().nullable(),
+          messageId: z.string().nullable(),
+          state: z.string().nullable(),
+          outcome: z.string().nullable(),
+          startedAt: z.string(),
+          endedAt: z.string().nullable(),
+        }),
+      )
+      .meta({ description: 'every attempt: a call, or a message' }),
   })
   .meta({ id: 'CampaignRecipientResult' });
 export type RecipientResult = z.infer<typeof RecipientResult>;

@@ -1,5 +1,5 @@
 /**
- * `switchboard campaign`: create a campaign from a CSV file, follow it, pause, resume or
+ * `switchboard campaign`: create a campaign (a flow's calls, or a message) from a CSV file, follow it, pause, resume or
  * cancel it, and export its results, through a running Switchboard's API (docs/campaigns.md).
  *
  * `create` streams the file as the `text/csv` body of POST /v1/campaigns (the settings go in
@@ -11,6 +11,7 @@
  *
  * @example
  * switchboard campaign create appointment-reminder --from Clinic --file patients.csv --per-minute 120
+ * switchboard campaign create --message '{"type":"sms","text":"Hi {{name}}"}' --from Shop --file list.csv
  * switchboard campaign status 019a... --wait
  * switchboard campaign export 019a... --out results.csv
  */
@@ -21,18 +22,23 @@ import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
+import { OPEN_RECIPIENT_STATES, RECIPIENT_STATES } from '../campaigns/schemas.ts';
 import { createTransport, kindForStatus, ProviderError } from '../provider/http.ts';
 import { type CliIo, describeError, switchboardTarget, unreachable } from './io.ts';
 
 const HELP = `Usage:
   switchboard campaign create <flow> --from <sender> --file recipients.csv [options]
+  switchboard campaign create --message '<json>' --from <sender> --file recipients.csv [options]
   switchboard campaign status <id> [--wait] [--json]
   switchboard campaign pause|resume|cancel <id>
   switchboard campaign export <id> [--out results.csv]
 
 Options of create (docs/campaigns.md):
+  --message <json>          send this message instead of calling with a flow: a message as
+                            POST /v1/messages takes it, without to and from, its {{names}}
+                            filled from each row, e.g. '{"type":"sms","text":"Hi {{name}}"}'
   --name <text>             a name to know it by
-  --lang <xx>               the recipients' default language
+  --lang <xx>               the recipients' default language (a flow campaign's)
   --start-at <ISO time>     no call starts before it (default: now)
   --per-minute <n>          calls started per minute at most (default 60)
   --max-concurrent <n>      calls in progress at once at most
@@ -49,8 +55,7 @@ Common options:
 
 const SHOWN_REJECTIONS = 10;
 /** Recipients that will not be called again. */
-const FINAL = ['done', 'skipped', 'cancelled'];
-const STATES = ['pending', 'waiting', 'calling', 'retry', 'done', 'skipped', 'cancelled'];
+const FINAL = RECIPIENT_STATES.filter((s) => !OPEN_RECIPIENT_STATES.includes(s));
 
 function flags(argv: string[]) {
   return parseArgs({
@@ -59,6 +64,7 @@ function flags(argv: string[]) {
     allowNegative: true,
     options: {
       from: { type: 'string' },
+      message: { type: 'string' },
       file: { type: 'string', short: 'f' },
       name: { type: 'string' },
       lang: { type: 'string' },
@@ -86,7 +92,8 @@ class UsageError extends Error {}
 interface CampaignView {
   id: string;
   name: string | null;
-  flow: string;
+  flow: string | null;
+  message: { type?: unknown } | null;
   state: string;
   recipients: number;
   startAt: string;
@@ -104,9 +111,11 @@ interface Target {
 }
 
 /** The query of a CSV upload from the flags (src/http/routes/campaigns.ts CsvSettings). */
-export function csvQuery(flow: string, f: Flags): URLSearchParams {
-  const q = new URLSearchParams({ flow, from: f.from ?? '' });
+export function csvQuery(flow: string | undefined, f: Flags): URLSearchParams {
+  const q = new URLSearchParams({ from: f.from ?? '' });
   const pairs: [string, string | undefined][] = [
+    ['flow', flow],
+    ['message', f.message],
     ['name', f.name],
     ['lang', f.lang],
     ['startAt', f['start-at']],
@@ -127,7 +136,7 @@ function finished(c: CampaignView): number {
 }
 
 export function describeCampaign(c: CampaignView): string {
-  const byState = STATES.filter((s) => (c.progress.byState[s] ?? 0) > 0)
+  const byState = RECIPIENT_STATES.filter((s) => (c.progress.byState[s] ?? 0) > 0)
     .map((s) => `${s} ${c.progress.byState[s]}`)
     .join(', ');
   const byOutcome = Object.entries(c.progress.byOutcome)
@@ -135,8 +144,8 @@ export function describeCampaign(c: CampaignView): string {
     .map(([o, n]) => `${o} ${n}`)
     .join(', ');
   return [
-    `campaign ${c.id}${c.name ? ` (${c.name})` : ''}: ${c.state}, flow ${c.flow}`,
-    `progress ${finished(c)} of ${c.recipients} done, ${c.progress.attempts} calls made`,
+    `campaign ${c.id}${c.name ? ` (${c.name})` : ''}: ${c.state}, ${c.flow !== null ? `flow ${c.flow}` : `message ${String(c.message?.type ?? '')}`}`,
+    `progress ${finished(c)} of ${c.recipients} done, ${c.progress.attempts} ${c.flow !== null ? 'calls made' : 'messages sent'}`,
     `recipients ${byState || '-'}`,
     `outcomes ${byOutcome || '-'}`,
   ].join('\n');
@@ -177,7 +186,11 @@ async function streamingFetch(t: Target, path: string, init: RequestInit): Promi
 }
 
 async function create(io: CliIo, t: Target, flow: string | undefined, f: Flags) {
-  if (!flow) throw new UsageError('name the flow: switchboard campaign create <flow> ...');
+  if (!flow && f.message === undefined) {
+    throw new UsageError(
+      "name the flow (switchboard campaign create <flow> ...) or give --message '<json>'",
+    );
+  }
   if (!f.from) throw new UsageError('--from is required (the caller id)');
   if (!f.file) throw new UsageError('--file is required (a CSV with a "to" column)');
   const file = f.file;
@@ -203,7 +216,8 @@ async function create(io: CliIo, t: Target, flow: string | undefined, f: Flags) 
       `campaign ${made.id} ${made.state}: ${made.accepted} recipients accepted, ${made.duplicates} duplicates, ${made.rejectedCount} rejected\n`,
     );
     for (const r of made.rejected.slice(0, SHOWN_REJECTIONS)) {
-      io.stdout.write(`  line ${r.row}: ${r.message}\n`);
+      // the message names its line and field already (`line 4.to: ...`)
+      io.stdout.write(`  ${r.message}\n`);
     }
     if (made.rejectedCount > SHOWN_REJECTIONS) {
       io.stdout.write(`  ... and ${made.rejectedCount - SHOWN_REJECTIONS} more\n`);

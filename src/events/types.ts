@@ -194,7 +194,7 @@ export const CampaignStartedData = z
   .object({
     campaignId,
     name: z.string().nullable(),
-    flow,
+    flow: flow.nullable().meta({ description: 'the flow it calls with; null: it sends a message' }),
     recipients: z.number().int().meta({ description: 'recipients stored' }),
     at: iso('when it started (its startAt had come)'),
   })
@@ -208,7 +208,14 @@ export const CampaignRecipientDoneData = z
     state: z.enum(['done', 'skipped']),
     attempts: z.number().int(),
     outcome: z.string().nullable().meta({ description: "its best attempt's outcome" }),
-    callId: z.string().nullable().meta({ description: 'its best attempt (GET /v1/calls/{id})' }),
+    callId: z
+      .string()
+      .nullable()
+      .meta({ description: "its best attempt, a flow campaign's (GET /v1/calls/{id})" }),
+    messageId: z
+      .string()
+      .nullable()
+      .meta({ description: "its best attempt, a message campaign's (GET /v1/messages/{ref})" }),
     reason: z.string().nullable().meta({ description: 'why it was skipped' }),
     at: iso('when its result was settled'),
   })

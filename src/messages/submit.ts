@@ -86,7 +86,11 @@ type Checked =
       payload(customerMessageId: string): unknown;
     };
 
-function checkOne(input: unknown, opts: SubmitOptions, now: Date): Checked {
+/**
+ * One message input checked by every rule of the provider's interface (a `type: "cascade"`
+ * message by the cascade's): what `prepareMessages` does for each, without ids.
+ */
+export function checkMessageInput(input: unknown, opts: SubmitOptions, now: Date): Checked {
   const lifetime = opts.lifetimeSeconds ?? DEFAULT_LIFETIME_SECONDS;
   if ((input as { type?: unknown } | null)?.type === 'cascade') {
     const c = validateCascadeInput(input as Record<string, unknown>);
@@ -184,7 +188,7 @@ export function prepareMessages(
       results[index] = rejected(cmid, unstorable);
       return;
     }
-    const checked = checkOne(input, opts, now);
+    const checked = checkMessageInput(input, opts, now);
     if (!checked.ok) {
       results[index] = rejected(cmid, {
         ...checked.error,

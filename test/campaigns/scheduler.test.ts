@@ -207,7 +207,7 @@ for (const engine of availableEngines())
       expect(r!.state).toBe('done');
       expect(r!.outcome).toBe('no-input');
       const results = await readJson(await app.app.request(`/v1/campaigns/${body.id}/results`));
-      expect(results.items[0].calls.map((c: { outcome: string | null }) => c.outcome)).toEqual([
+      expect(results.items[0].history.map((c: { outcome: string | null }) => c.outcome)).toEqual([
         'no-input',
         null,
         'no-input',
@@ -240,8 +240,8 @@ for (const engine of availableEngines())
       });
       expect(csv.headers.get('content-type')).toContain('text/csv');
       const lines = (await csv.text()).trim().split('\r\n');
-      expect(lines[0]).toBe('line,to,state,attempts,outcome,reason,calls');
-      expect(lines[2]).toContain(`1,${late},skipped,0,,opted out`);
+      expect(lines[0]).toBe('line,to,state,attempts,outcome,status,path,followUps,reason,history');
+      expect(lines[2]).toContain(`1,${late},skipped,0,,,,,opted out`);
     });
 
     it('holds a frequency cap across campaigns with one atomic statement per round', async () => {

@@ -99,7 +99,7 @@ describe('switchboard campaign', () => {
     const id = made.out.match(/^campaign ([0-9a-f-]{36}) scheduled: /)?.[1];
     expect(id, made.out).toBeDefined();
     expect(made.out).toContain('2 recipients accepted, 0 duplicates, 1 rejected');
-    expect(made.out).toMatch(/ {2}line 3: .+/);
+    expect(made.out).toMatch(/ {2}line 3\.to: .+/);
 
     const shown = await run(['status', id!]);
     expect(shown.code).toBe(0);
@@ -158,7 +158,7 @@ describe('switchboard campaign', () => {
     expect(exported.code).toBe(0);
     expect(exported.err).toContain(`written to ${out}`);
     const lines = readFileSync(out, 'utf8').split('\r\n').filter(Boolean);
-    expect(lines[0]).toBe('line,to,state,attempts,outcome,reason,calls');
+    expect(lines[0]).toBe('line,to,state,attempts,outcome,status,path,followUps,reason,history');
     expect(lines).toHaveLength(3);
     expect(lines.slice(1).every((l) => /,done,1,/.test(l))).toBe(true);
     // to stdout, byte for byte the same

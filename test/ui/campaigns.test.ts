@@ -184,7 +184,7 @@ describeEachEngine('console campaign pages', (ctx) => {
       `attachment; filename="campaign-${running.id}.csv"`,
     );
     const lines = (await res.text()).split('\r\n').filter((l) => l !== '');
-    expect(lines[0]).toBe('line,to,state,attempts,outcome,reason,calls');
+    expect(lines[0]).toBe('line,to,state,attempts,outcome,status,path,followUps,reason,history');
     expect(lines).toHaveLength(4);
     expect(lines.some((l) => l.includes(`1:${callId}:ended:confirmed`))).toBe(true);
   });

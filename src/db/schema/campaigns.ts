@@ -51,9 +51,9 @@ export const campaigns = pgTable('campaigns', {
 
 /**
  * A campaign's recipient: one per number (a number listed twice is called once), with its
- * line in the upload, its state and the time it is next due. `call_id` is the attempt in
- * progress; `best_call_id` the attempt whose result is the recipient's (an outcome beats none;
- * among equals, the latest).
+ * line in the upload, its state and the time it is next due. `call_id` (`message_id` in a
+ * message campaign) is the attempt in progress; `best_call_id` (`best_message_id`) the attempt
+ * whose result is the recipient's (an outcome beats none; among equals, the latest).
  */
 export const campaignRecipients = pgTable(
   'campaign_recipients',
@@ -64,12 +64,15 @@ export const campaignRecipients = pgTable(
     phone: text('phone').notNull(),
     vars: jsonb('vars').notNull(),
     lang: text('lang'),
-    /** pending, waiting (outside its window), calling, retry, done, skipped, cancelled */
+    /** pending, waiting (outside its window), calling or sending, retry, done, skipped, cancelled */
     state: text('state').notNull(),
     nextAt: at('next_at'),
     attempts: integer('attempts').notNull().default(0),
     callId: uuid('call_id'),
     bestCallId: uuid('best_call_id'),
+    /** a message campaign's: the message in flight, and the best attempt's */
+    messageId: uuid('message_id'),
+    bestMessageId: uuid('best_message_id'),
     outcome: text('outcome'),
     /** why it was skipped (opted out, over the frequency cap, no time fits its window...) */
     reason: text('reason'),
@@ -80,8 +83,11 @@ export const campaignRecipients = pgTable(
     index('campaign_recipients_due_idx')
       .on(t.nextAt)
       .where(sql`${t.state} in ('pending', 'waiting', 'retry')`),
-    index('campaign_recipients_calling_idx').on(t.campaignId).where(sql`${t.state} = 'calling'`),
+    index('campaign_recipients_calling_idx')
+      .on(t.campaignId)
+      .where(sql`${t.state} in ('calling', 'sending')`),
     index('campaign_recipients_call_id_idx').on(t.callId),
+    index('campaign_recipients_message_id_idx').on(t.messageId),
   ],
 );
 

@@ -40,7 +40,11 @@ const IdParam = z.object({
 
 /** A CSV upload's settings, in the query (the body is the recipients). */
 const CsvSettings = z.strictObject({
-  flow: z.string().min(1),
+  flow: z.string().min(1).optional(),
+  message: z
+    .string()
+    .optional()
+    .meta({ description: "a message campaign's template, as JSON (`message` of the JSON form)" }),
   from: z.string().min(1),
   name: z.string().optional(),
   lang: z.string().optional(),
@@ -72,8 +76,23 @@ function csvSettings(query: Record<string, string>) {
       ]);
     }
   }
+  let message: unknown;
+  if (v.message !== undefined) {
+    try {
+      message = JSON.parse(v.message);
+    } catch (err) {
+      throw validationError([
+        {
+          path: 'query.message',
+          code: 'JSON_SYNTAX',
+          message: `must be a JSON object: ${err instanceof Error ? err.message : String(err)}`,
+        },
+      ]);
+    }
+  }
   const settings = {
-    flow: v.flow,
+    ...(v.flow !== undefined && { flow: v.flow }),
+    ...(message !== undefined && { message }),
     from: v.from,
     ...(v.name !== undefined && { name: v.name }),
     ...(v.lang !== undefined && { lang: v.lang }),
@@ -131,11 +150,12 @@ const create = createRoute({
   path: '/v1/campaigns',
   operationId: 'createCampaign',
   tags: ['campaigns'],
-  summary: 'Call a list of recipients with a flow: at a time, at a pace, inside a calling window',
+  summary:
+    'Call a list of recipients with a flow, or send them a message: at a time, at a pace, inside a calling window',
   description:
-    "Checks every recipient (its number, language and vars against the flow's params) and stores the campaign; a bad row is reported by its index and field and the good rows still go; a number listed twice is called once. Nothing is called here: the scheduler starts calls from `startAt`, at most `perMinute` a minute and `maxConcurrent` at once, only inside the calling window in each recipient's time zones, never to an opted-out number, and retries as `retry` says (docs/campaigns.md).",
+    "Checks every recipient (its number; for a flow its language and vars against the flow's params; for a message the template filled with its vars, checked as `POST /v1/messages` checks a message) and stores the campaign; a bad row is reported by its index and field and the good rows still go; a number listed twice is called once. Nothing is sent here: the scheduler starts calls (or sends messages) from `startAt`, at most `perMinute` a minute and `maxConcurrent` at once, only inside the calling window in each recipient's time zones, never to an opted-out number, and retries as `retry` says (docs/campaigns.md).",
   security: needs('send'),
-  ...errorCodes({ also: ['UNKNOWN_FLOW', 'INVALID_FLOW', 'INVALID_LANGUAGE'] }),
+  ...errorCodes({ also: ['UNKNOWN_FLOW', 'INVALID_FLOW', 'INVALID_LANGUAGE', 'INVALID_MESSAGE'] }),
   request: {
     query: CsvSettings.partial().meta({
       description: 'With a `text/csv` body only: the settings the JSON body would carry.',
@@ -147,7 +167,7 @@ const create = createRoute({
         'text/csv': {
           schema: z.string().meta({
             description:
-              'The recipients, streamed: a header row with `to`, an optional `lang`, and a column per var (`name` or `vars.name`); then a row per recipient. A bad line is reported by its line number and the good ones still go. Settings in the query.',
+              "The recipients, streamed: a header row with `to`, an optional `lang` (a flow campaign's), and a column per var (`name` or `vars.name`); then a row per recipient. A bad line is reported by its line number and the good ones still go. Settings in the query (a message template as JSON in `message`).",
             example: 'to,name,date\n+380501234567,Maria,the third of March\n',
           }),
         },
@@ -159,7 +179,9 @@ const create = createRoute({
       description: 'stored, with the rows refused one by one',
       content: { 'application/json': { schema: CampaignCreated } },
     },
-    400: errorBody('unknown flow, or not a well-formed campaign (rows are answered one by one)'),
+    400: errorBody(
+      'unknown flow, a bad message template, or not a well-formed campaign (rows are answered one by one)',
+    ),
   },
 });
 

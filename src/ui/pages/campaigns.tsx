@@ -77,6 +77,17 @@ export const CampaignProgress: FC<{ campaign: CampaignView }> = ({ campaign }) =
   );
 };
 
+/** What a campaign sends: a link to its flow, or its message's type and text. */
+const Sends: FC<{ campaign: CampaignView }> = ({ campaign: c }) =>
+  c.flow !== null ? (
+    <a href={`/ui/flows/${encodeURIComponent(c.flow)}`}>{c.flow}</a>
+  ) : (
+    <>
+      {`${String(c.message?.type ?? 'message')}: `}
+      <q>{String(c.message?.text ?? '')}</q>
+    </>
+  );
+
 export const CampaignsTable: FC<{ items: CampaignView[] }> = ({ items }) =>
   items.length === 0 ? (
     <Empty>
@@ -88,7 +99,7 @@ export const CampaignsTable: FC<{ items: CampaignView[] }> = ({ items }) =>
       <thead>
         <tr>
           <th scope="col">Campaign</th>
-          <th scope="col">Flow</th>
+          <th scope="col">Sends</th>
           <th scope="col">State</th>
           <th scope="col">Created</th>
           <th scope="col">Progress</th>
@@ -104,7 +115,7 @@ export const CampaignsTable: FC<{ items: CampaignView[] }> = ({ items }) =>
               <a href={campaignUrl(c.id)}>{c.name ?? c.id}</a>
             </td>
             <td>
-              <a href={`/ui/flows/${encodeURIComponent(c.flow)}`}>{c.flow}</a>
+              <Sends campaign={c} />
             </td>
             <td>
               <Badge value={c.state} />
@@ -158,9 +169,9 @@ const CampaignFacts: FC<{ campaign: CampaignView }> = ({ campaign: c }) => (
     <dd>
       <code>{c.id}</code>
     </dd>
-    <dt>Flow</dt>
+    <dt>{c.flow !== null ? 'Flow' : 'Message'}</dt>
     <dd>
-      <a href={`/ui/flows/${encodeURIComponent(c.flow)}`}>{c.flow}</a>
+      <Sends campaign={c} />
     </dd>
     <dt>From</dt>
     <dd>{c.from}</dd>
@@ -225,8 +236,10 @@ const ResultsTable: FC<{ items: RecipientResult[]; more: boolean }> = ({ items, 
             Attempts
           </th>
           <th scope="col">Outcome</th>
+          <th scope="col">Path</th>
+          <th scope="col">Follow-ups</th>
           <th scope="col">Reason</th>
-          <th scope="col">Calls</th>
+          <th scope="col">Attempts</th>
         </tr>
       </thead>
       <tbody>
@@ -241,17 +254,29 @@ const ResultsTable: FC<{ items: RecipientResult[]; more: boolean }> = ({ items, 
             <td>
               <Badge value={r.outcome} />
             </td>
-            <td>{r.reason ?? ''}</td>
+            <td>{r.path.map((p) => `${p.node}:${p.key}`).join(' ')}</td>
             <td>
-              {r.calls.map((call, i) => (
+              {r.followUps.map((f, i) => (
                 <>
                   {i > 0 && ', '}
-                  {call.callId ? (
-                    <a href={`/ui/calls/${call.callId}`}>{`attempt ${call.attempt}`}</a>
+                  <a href={`/ui/messages/${f.id}`}>{f.type}</a>
+                  {` (${f.status})`}
+                </>
+              ))}
+            </td>
+            <td>{r.reason ?? ''}</td>
+            <td>
+              {r.history.map((a, i) => (
+                <>
+                  {i > 0 && ', '}
+                  {a.callId ? (
+                    <a href={`/ui/calls/${a.callId}`}>{`attempt ${a.attempt}`}</a>
+                  ) : a.messageId ? (
+                    <a href={`/ui/messages/${a.messageId}`}>{`attempt ${a.attempt}`}</a>
                   ) : (
-                    `attempt ${call.attempt}`
+                    `attempt ${a.attempt}`
                   )}
-                  {` (${call.outcome ?? call.state ?? 'pending'})`}
+                  {` (${a.outcome ?? a.state ?? 'pending'})`}
                 </>
               ))}
             </td>
