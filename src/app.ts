@@ -18,6 +18,7 @@ import { loadHolidays } from './campaigns/windows.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Database, Db } from './db/client.ts';
+import type { ReadReplica } from './db/replica.ts';
 import { createEndpointStore } from './events/endpoints.ts';
 import { apiAuth } from './http/api-auth.ts';
 import { createTokenStore } from './http/api-tokens.ts';
@@ -37,6 +38,7 @@ import {
 } from './http/metrics.ts';
 import { createOutboundPolicy } from './http/outbound.ts';
 import { pageHeaders } from './http/page-headers.ts';
+import { readRouting } from './http/read-routing.ts';
 import { auditRoutes } from './http/routes/audit.ts';
 import { callRoutes } from './http/routes/calls.ts';
 import { campaignRoutes } from './http/routes/campaigns.ts';
@@ -89,6 +91,11 @@ export interface AppDeps {
    * without them (tests) the app makes its own, on SPEECH_ENGINE with a random secret.
    */
   spoken?: SpokenPrompts;
+  /**
+   * DATABASE_READ_URL's replica (src/db/replica.ts): the read routes (timelines, lists, stats,
+   * the console's pages) query it, with read-your-writes (src/http/read-routing.ts)
+   */
+  replica?: ReadReplica;
 }
 
 export const VERSION = '0.1.0';
@@ -119,6 +126,8 @@ export function databaseGauges(db: Db): MetricReaders {
 export function createApp(deps: AppDeps) {
   const clock = deps.clock ?? systemClock;
   const db = deps.database.db;
+  // what the read routes query: the replica's routed db, or the primary itself
+  const readDb = deps.replica?.db ?? db;
   const metrics = deps.metrics ?? createMetrics(databaseGauges(db));
   const flows = deps.flows ?? createFlowRegistry(deps.config.flowsDir);
   const secret = { id: 'local', key: randomBytes(32) };
@@ -173,6 +182,12 @@ export function createApp(deps: AppDeps) {
   app.use('/v1/*', auditRequests(db, clock));
   // before the body limit: a request without the token is refused before its body is read
   app.use('*', auth.middleware);
+  // after the auth (a write's position is remembered per token): which reads may use the replica
+  if (deps.replica) {
+    const reads = readRouting(deps.replica);
+    app.use('/v1/*', reads);
+    app.use('/ui/*', reads);
+  }
   app.use('*', bodyLimits());
   // URL length, path and query characters, a JSON body's charset and bytes (http/input.ts)
   app.use('*', requestChecks());
@@ -189,6 +204,7 @@ export function createApp(deps: AppDeps) {
     '/',
     messageRoutes({
       db,
+      readDb,
       clock,
       maxSmsParts: deps.config.maxSmsParts,
       lifetimeSeconds: deps.config.messageLifetimeSeconds,
@@ -196,7 +212,7 @@ export function createApp(deps: AppDeps) {
       ...(deps.onQueued && { onQueued: deps.onQueued }),
     }),
   );
-  app.route('/', inboundRoutes({ db }));
+  app.route('/', inboundRoutes({ db: readDb }));
   app.route('/', optOutRoutes({ db, clock }));
   app.route(
     '/',
@@ -207,9 +223,9 @@ export function createApp(deps: AppDeps) {
       removePromptFiles: prompts.removeFiles,
     }),
   );
-  app.route('/', callRoutes(calls));
+  app.route('/', callRoutes(calls, readDb));
   app.route('/', campaignRoutes({ db, clock, flows, maxSmsParts: deps.config.maxSmsParts }));
-  app.route('/', flowRoutes({ db, flows }));
+  app.route('/', flowRoutes({ db: readDb, flows }));
   app.route('/', flowVersionRoutes({ db, flows }));
   app.route('/', flowReplayRoutes({ db, flows, clock }));
   // PUT /v1/flows/{id}: off unless FLOWS_WRITABLE (a single-instance convenience)
@@ -235,6 +251,7 @@ export function createApp(deps: AppDeps) {
     consoleRoutes({
       config: deps.config,
       db,
+      readDb,
       clock,
       flows,
       calls,

@@ -31,6 +31,17 @@ const bool = z
   .optional()
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
+const postgresUrl = optionalString.refine(
+  (v) => v === undefined || /^postgres(ql)?:\/\//.test(v),
+  'must be a postgres:// or postgresql:// URL',
+);
+
+/** A yes/no setting that is yes unless it says no (false, 0, no). */
+const boolDefaultTrue = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
+  .optional()
+  .transform((v) => v !== 'false' && v !== '0' && v !== 'no');
+
 const positiveInt = (fallback: number) =>
   z
     .string()
@@ -52,10 +63,16 @@ export const EnvSchema = z.object({
   PORT: positiveInt(3000).refine((p) => p < 65536, 'must be a port between 0 and 65535'),
   // unset: loopback without API_TOKEN (nothing guards /v1 and /ui), every interface with it
   HOST: optionalString,
-  DATABASE_URL: optionalString.refine(
-    (v) => v === undefined || /^postgres(ql)?:\/\//.test(v),
-    'must be a postgres:// or postgresql:// URL',
-  ),
+  DATABASE_URL: postgresUrl,
+  // behind a pooler in transaction mode (docs/scaling.md, "Behind PgBouncer"): the server
+  // itself, for what needs a session of its own (advisory locks, LISTEN, migrations)
+  DATABASE_DIRECT_URL: postgresUrl,
+  // false: DATABASE_URL's statements are not prepared on the server (PgBouncer before 1.21)
+  DATABASE_PREPARE: boolDefaultTrue,
+  // a streaming replica the read routes query (docs/scaling.md, "Read replicas")
+  DATABASE_READ_URL: postgresUrl,
+  // reads go to the primary while the replica is staler than this
+  DATABASE_READ_MAX_LAG_MS: positiveInt(2000).refine((n) => n >= 1, 'must be at least 1'),
   DATA_DIR: optionalString,
   PUBLIC_URL: url('the base the provider calls back'),
   PROVIDER_BASE_URL: url("the provider's {base_url}"),
@@ -255,6 +272,14 @@ export interface Config {
   host: string;
   /** unset: the embedded PGlite database in `dataDir` */
   databaseUrl: string | undefined;
+  /** DATABASE_DIRECT_URL: session work past a pooler (locks, LISTEN, migrations); unset: databaseUrl */
+  databaseDirectUrl: string | undefined;
+  /** DATABASE_PREPARE: statements on databaseUrl's connections are prepared (default true) */
+  databasePrepare: boolean;
+  /** DATABASE_READ_URL: a streaming replica for the read routes (src/db/replica.ts); unset: none */
+  databaseReadUrl: string | undefined;
+  /** DATABASE_READ_MAX_LAG_MS: reads go to the primary while the replica is staler than this */
+  databaseReadMaxLagMs: number;
   dataDir: string;
   publicUrl: string;
   /** unset: the built-in sandbox, mounted at `${publicUrl}/sandbox` */
@@ -391,6 +416,24 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       },
     ]);
   }
+  if (e.DATABASE_DIRECT_URL !== undefined && e.DATABASE_URL === undefined) {
+    throw new ConfigError([
+      {
+        variable: 'DATABASE_DIRECT_URL',
+        message:
+          'is the direct way to the Postgres that DATABASE_URL reaches through a pooler: set DATABASE_URL too (unset, the embedded database is used and needs neither)',
+      },
+    ]);
+  }
+  if (e.DATABASE_READ_URL !== undefined && e.DATABASE_URL === undefined) {
+    throw new ConfigError([
+      {
+        variable: 'DATABASE_READ_URL',
+        message:
+          "is a streaming replica of DATABASE_URL's Postgres: set DATABASE_URL too (the embedded database has no replicas)",
+      },
+    ]);
+  }
   if (e.SPEECH_ENGINE === 'http' && e.SPEECH_HTTP_URL === undefined) {
     throw new ConfigError([
       {
@@ -406,6 +449,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     port: e.PORT,
     host: e.HOST ?? defaultHost(apiTokens),
     databaseUrl: e.DATABASE_URL,
+    databaseDirectUrl: e.DATABASE_DIRECT_URL,
+    databasePrepare: e.DATABASE_PREPARE,
+    databaseReadUrl: e.DATABASE_READ_URL,
+    databaseReadMaxLagMs: e.DATABASE_READ_MAX_LAG_MS,
     dataDir: e.DATA_DIR ?? DEFAULT_DATA_DIR,
     publicUrl,
     providerBaseUrl: e.PROVIDER_BASE_URL?.replace(/\/+$/, ''),

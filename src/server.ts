@@ -10,9 +10,10 @@ import { createApp, databaseGauges } from './app.ts';
 import { createFlowRegistry } from './calls/registry.ts';
 import { systemClock } from './clock.ts';
 import { type Config, isLoopbackHost } from './config.ts';
-import { type Database, openDatabase } from './db/client.ts';
+import { configuredDatabase, type Database, openDatabase } from './db/client.ts';
 import { urlOnThisHost } from './db/data-dir-lock.ts';
 import { migrateDatabase } from './db/migrate.ts';
+import { openReadReplica } from './db/replica.ts';
 import { applyEndpointsFile, loadEndpointsFile } from './events/endpoints-file.ts';
 import { createTokenStore } from './http/api-tokens.ts';
 import { answerClientErrors } from './http/client-errors.ts';
@@ -87,14 +88,23 @@ export async function startServer(
 ): Promise<RunningServer> {
   // read before anything starts: a bad ENDPOINTS_FILE stops the start, naming file:line
   const declaredEndpoints = await loadEndpointsFile(config);
-  const database =
-    opts.database ?? (await openDatabase({ url: config.databaseUrl, dataDir: config.dataDir }));
+  const database = opts.database ?? (await openDatabase(configuredDatabase(config)));
   logger.info(
     { engine: database.kind, ...(database.kind === 'pglite' && { dataDir: config.dataDir }) },
     'database open',
   );
   await migrateDatabase(database);
   logger.info('migrations applied');
+  // DATABASE_READ_URL: the read routes query a streaming replica (docs/scaling.md)
+  const replica =
+    config.databaseReadUrl === undefined
+      ? undefined
+      : await openReadReplica({
+          url: config.databaseReadUrl,
+          primary: database,
+          maxLagMs: config.databaseReadMaxLagMs,
+          logger: logger.child({ component: 'replica' }),
+        });
   if (declaredEndpoints) {
     const applied = await applyEndpointsFile(database.db, declaredEndpoints, systemClock);
     logger.info({ file: declaredEndpoints.file, ...applied }, 'ENDPOINTS_FILE applied');
@@ -238,6 +248,7 @@ export async function startServer(
     spoken: speech.spoken,
     config: { ...config, publicUrl },
     database,
+    ...(replica && { replica }),
     logger,
     metrics,
     ...(sandbox && {
@@ -294,6 +305,7 @@ export async function startServer(
       await Promise.all([closed, workers?.stop(), sandbox?.close()]);
       await outbound.close();
       clearTimeout(deadline);
+      await replica?.close();
       if (!opts.database) await database.close();
       logger.info('stopped');
     })();

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.ts';
+import { configuredDatabase } from '../src/db/client.ts';
 
 describe('loadConfig', () => {
   it('has the documented defaults with an empty environment', () => {
@@ -72,6 +73,53 @@ describe('loadConfig', () => {
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as ConfigError).problems[0]?.variable).toBe(variable);
     expect((error as ConfigError).message).toContain(variable);
+  });
+});
+
+describe('behind a pooler: DATABASE_DIRECT_URL and DATABASE_PREPARE', () => {
+  const URL = 'postgres://sb@pgbouncer:6432/sb';
+  const DIRECT = 'postgres://sb@db:5432/sb';
+
+  it('prepares statements, on DATABASE_URL alone, unless told otherwise', () => {
+    expect(loadConfig({ DATABASE_URL: URL })).toMatchObject({
+      databaseDirectUrl: undefined,
+      databasePrepare: true,
+    });
+    for (const no of ['false', '0', 'no']) {
+      expect(loadConfig({ DATABASE_URL: URL, DATABASE_PREPARE: no }).databasePrepare).toBe(false);
+    }
+    expect(loadConfig({ DATABASE_URL: URL, DATABASE_PREPARE: 'true' }).databasePrepare).toBe(true);
+    expect(loadConfig({ DATABASE_URL: URL, DATABASE_PREPARE: '' }).databasePrepare).toBe(true);
+    expect(() => loadConfig({ DATABASE_URL: URL, DATABASE_PREPARE: 'off' })).toThrow(
+      /DATABASE_PREPARE/,
+    );
+  });
+
+  it('takes a direct URL beside DATABASE_URL, never without it', () => {
+    expect(
+      loadConfig({ DATABASE_URL: URL, DATABASE_DIRECT_URL: DIRECT, DATABASE_PREPARE: 'false' }),
+    ).toMatchObject({ databaseUrl: URL, databaseDirectUrl: DIRECT, databasePrepare: false });
+    expect(() => loadConfig({ DATABASE_URL: URL, DATABASE_DIRECT_URL: 'mysql://x' })).toThrow(
+      'DATABASE_DIRECT_URL: must be a postgres:// or postgresql:// URL',
+    );
+    expect(() => loadConfig({ DATABASE_DIRECT_URL: DIRECT })).toThrow(
+      /DATABASE_DIRECT_URL: .*set DATABASE_URL too/,
+    );
+  });
+
+  it('opens the database as configured: the pool through DATABASE_URL, sessions direct', () => {
+    const config = loadConfig({
+      DATABASE_URL: URL,
+      DATABASE_DIRECT_URL: DIRECT,
+      DATABASE_PREPARE: 'false',
+      DATA_DIR: '/d',
+    });
+    expect(configuredDatabase(config)).toEqual({
+      url: URL,
+      directUrl: DIRECT,
+      prepare: false,
+      dataDir: '/d',
+    });
   });
 });
 

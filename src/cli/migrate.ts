@@ -1,10 +1,11 @@
 /**
- * `switchboard migrate`: applies the committed migrations to DATABASE_URL (or the embedded db).
+ * `switchboard migrate`: applies the committed migrations to DATABASE_URL (or the embedded db),
+ * through DATABASE_DIRECT_URL when set (a session-level lock holds off other migrators).
  * The embedded database is one process's at a time (db/data-dir-lock.ts): while a server holds
  * it, migrate refuses (that server applied the migrations when it started) and exits 1.
  */
 import { loadConfig } from '../config.ts';
-import { type Database, openDatabase } from '../db/client.ts';
+import { configuredDatabase, type Database, openDatabase } from '../db/client.ts';
 import { DataDirLockedError, describeHolder } from '../db/data-dir-lock.ts';
 import { migrateDatabase } from '../db/migrate.ts';
 import type { CliIo } from './io.ts';
@@ -13,7 +14,7 @@ export async function runMigrate(io: CliIo): Promise<number> {
   const config = loadConfig(io.env);
   let database: Database;
   try {
-    database = await openDatabase({ url: config.databaseUrl, dataDir: config.dataDir });
+    database = await openDatabase(configuredDatabase(config));
   } catch (err) {
     if (!(err instanceof DataDirLockedError) || err.holder === undefined) throw err;
     io.stderr.write(

@@ -17,7 +17,7 @@ import {
   PostgresJsTransaction,
 } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
-import { DEFAULT_DATA_DIR } from '../config.ts';
+import { type Config, DEFAULT_DATA_DIR } from '../config.ts';
 import { type DataDirLock, lockDataDir } from './data-dir-lock.ts';
 import { createEmbedded } from './embedded.ts';
 import * as schema from './schema/index.ts';
@@ -71,10 +71,30 @@ export interface OpenOptions {
   pglite?: PGlite;
   /** postgres.js pool size */
   maxConnections?: number;
+  /**
+   * DATABASE_DIRECT_URL: the same Postgres as `url` without the pooler in front of it, for
+   * what needs a session of its own (see sessionRoute); unset: `url`
+   */
+  directUrl?: string | undefined;
+  /** DATABASE_PREPARE: false sends `url`'s statements unprepared (a pooler in transaction mode) */
+  prepare?: boolean;
+}
+
+/** openDatabase's options as the configuration gives them (the server, `switchboard migrate`). */
+export function configuredDatabase(
+  config: Pick<Config, 'databaseUrl' | 'databaseDirectUrl' | 'databasePrepare' | 'dataDir'>,
+): OpenOptions {
+  return {
+    url: config.databaseUrl,
+    dataDir: config.dataDir,
+    directUrl: config.databaseDirectUrl,
+    prepare: config.databasePrepare,
+  };
 }
 
 export async function openDatabase(opts: OpenOptions): Promise<Database> {
-  if (opts.url) return openPostgres(opts.url, opts.maxConnections ?? 10);
+  if (opts.url)
+    return openPostgres(opts.url, opts.maxConnections ?? 10, sessionRoute(opts.url, opts));
   if (opts.pglite) return openPglite(opts.pglite);
   const dir = opts.dataDir ?? DEFAULT_DATA_DIR;
   mkdirSync(dir, { recursive: true });
@@ -128,9 +148,44 @@ async function openPglite(client: PGlite, lock?: DataDirLock): Promise<Database>
   };
 }
 
-async function openPostgres(url: string, max: number): Promise<Database> {
+/**
+ * Where what needs a session goes. A pooler in transaction mode (PgBouncer) hands each
+ * transaction whatever server connection is free, so nothing may outlive a transaction on
+ * `url`'s connections: not a prepared statement (hence `prepare`), not a session-level
+ * advisory lock (migrations' withExclusiveLock, the dispatcher leader's createLeaderLock),
+ * not a LISTEN. Those go to `url` (the direct URL when there is one), on connections of
+ * their own. Transaction-scoped locks (`pg_advisory_xact_lock`), `SET LOCAL`, NOTIFY and
+ * row locks stay in their transaction and are safe on the pool.
+ */
+interface SessionRoute {
+  /** DATABASE_DIRECT_URL, else DATABASE_URL */
+  url: string;
+  /** whether statements on the pool (DATABASE_URL) are prepared */
+  poolPrepare: boolean;
+  /** whether statements on the session connections are: off only when they share the pool's URL */
+  prepare: boolean;
+}
+
+function sessionRoute(poolUrl: string, opts: OpenOptions): SessionRoute {
+  const poolPrepare = opts.prepare ?? true;
+  const url = opts.directUrl ?? poolUrl;
+  return { url, poolPrepare, prepare: opts.directUrl === undefined ? poolPrepare : true };
+}
+
+/** A postgres.js client of one connection for session work (sessionRoute). */
+function sessionClient(route: SessionRoute): postgres.Sql {
+  return postgres(route.url, {
+    max: 1,
+    onnotice: () => {},
+    connect_timeout: 5,
+    prepare: route.prepare,
+  });
+}
+
+async function openPostgres(url: string, max: number, route: SessionRoute): Promise<Database> {
   const client = postgres(url, {
     max,
+    prepare: route.poolPrepare,
     onnotice: () => {},
     // fail fast when the server is gone, so /readyz and the hooks can answer 503 quickly
     connect_timeout: 5,
@@ -141,6 +196,7 @@ async function openPostgres(url: string, max: number): Promise<Database> {
     connection: { application_name: 'switchboard' },
   });
   const db = drizzlePostgres({ client, schema }) as unknown as Db;
+  let listener: postgres.Sql | undefined;
   return {
     kind: 'postgres',
     db,
@@ -150,7 +206,7 @@ async function openPostgres(url: string, max: number): Promise<Database> {
     async withExclusiveLock(key, fn) {
       // a client of its own with one connection: the session-level lock and everything
       // `fn` runs share that connection (drizzle cannot drive a reserved postgres.js one)
-      const single = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 5 });
+      const single = sessionClient(route);
       try {
         await single`select pg_advisory_lock(${key})`;
         return await fn(drizzlePostgres({ client: single, schema }) as unknown as Db);
@@ -168,7 +224,7 @@ async function openPostgres(url: string, max: number): Promise<Database> {
       };
       return {
         async tryAcquire() {
-          session ??= postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 5 });
+          session ??= sessionClient(route);
           try {
             // postgres.js reconnects silently after a lost connection, and the new session
             // does not hold the lock: so ask pg_locks, and take the lock when it is not ours
@@ -187,13 +243,18 @@ async function openPostgres(url: string, max: number): Promise<Database> {
       };
     },
     async listen(channel, onNotify) {
-      const { unlisten } = await client.listen(channel, () => onNotify());
+      // postgres.js listens on a connection of its own, made with the client's URL
+      listener ??= route.url === url ? client : sessionClient(route);
+      const { unlisten } = await listener.listen(channel, () => onNotify());
       return async () => {
         await unlisten().catch(() => {});
       };
     },
     async close() {
-      await client.end({ timeout: 5 });
+      await Promise.all([
+        client.end({ timeout: 5 }),
+        listener !== client && listener?.end({ timeout: 5 }),
+      ]);
     },
   };
 }
@@ -220,7 +281,9 @@ const dialect = new PgDialect();
  * statements of the hot paths (delivery batches, speech-webhook batches, dispatch rounds),
  * whose rows travel as JSON parameters, were parsed and planned on every batch. Only for
  * statements whose text is the same whatever the data (each text is kept per connection).
- * Rows as the driver gives them.
+ * Rows as the driver gives them. With DATABASE_PREPARE=false the client prepares nothing (its
+ * `prepare: false` outranks the query's): the statement goes unnamed, parsed and planned each
+ * time, and works through a pooler in transaction mode.
  *
  * @example
  * const rows = await executePrepared<{ id: string }>(tx, sql`select id from messages where id = any(${ids})`);
@@ -248,8 +311,8 @@ interface PostgresJsInternals {
  * sends the final statement with COMMIT behind it. Each round trip wakes Postgres and then
  * this process, on a busy server the costliest part of a small transaction (measured: BEGIN
  * and COMMIT took half a batch's time at 2000 callbacks/s). `fn` runs the transaction's
- * statements on `tx` as usual, and may end with `await last(query)`: run prepared, its rows
- * returned, and committed. No statement may follow it. A last statement that Postgres
+ * statements on `tx` as usual, and may end with `await last(query)`: run prepared (unless
+ * DATABASE_PREPARE=false), its rows returned, and committed. No statement may follow it. A last statement that Postgres
  * refuses makes that COMMIT a rollback, and its error is thrown; one that the driver refuses
  * before sending it (65 534 parameters or more) cannot stop the COMMIT behind it, and throws
  * "failed after COMMIT". When `fn` returns without calling `last`, COMMIT follows as usual;

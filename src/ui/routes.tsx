@@ -108,6 +108,11 @@ export interface ConsoleDeps {
     'uiTokens' | 'apiTokens' | 'trustedProxies' | 'publicUrl' | 'flowsDir' | 'flowsWritable'
   >;
   db: Db;
+  /**
+   * what the pages read (a read replica's routed db, src/db/replica.ts; default db): only
+   * GET pages reach the replica, and only through it
+   */
+  readDb?: Db;
   /** sessions' expiry and the sign-in limit's window (default: the system clock) */
   clock?: Clock;
   flows: FlowRegistry;
@@ -235,6 +240,7 @@ const PRESS_ERRORS: Record<string, string> = {
 
 export function consoleRoutes(deps: ConsoleDeps) {
   const { db, flows } = deps;
+  const reads = deps.readDb ?? db;
   const tokens = deps.config.uiTokens.length > 0 ? deps.config.uiTokens : deps.config.apiTokens;
   const sandbox: SandboxControl | undefined = deps.sandbox && sandboxControl(deps.sandbox);
   const pollMs = deps.pollMs ?? 500;
@@ -328,7 +334,7 @@ export function consoleRoutes(deps: ConsoleDeps) {
   });
 
   app.get('/', async (c) => {
-    const [all, recent] = await Promise.all([flows.list(), listCalls(db, { limit: 10 })]);
+    const [all, recent] = await Promise.all([flows.list(), listCalls(reads, { limit: 10 })]);
     return page(
       c,
       'Switchboard console',
@@ -345,7 +351,7 @@ export function consoleRoutes(deps: ConsoleDeps) {
     const id = c.req.param('id');
     const flow = await flows.get(id);
     if (!flow) throw new AppError('NOT_FOUND', `no flow "${id}" in the flows directory`);
-    const stats = await flowStatsOf(db, id);
+    const stats = await flowStatsOf(reads, id);
     const diagram = flow.compiled ? flowDiagram(flow.compiled, { stats }) : undefined;
     const folded = flow.compiled && flowDiagram(flow.compiled, { stats, folded: true });
     return page(
@@ -410,13 +416,13 @@ export function consoleRoutes(deps: ConsoleDeps) {
     const notices: Child[] = [];
     if (q.id) {
       if (isUuid(q.id)) {
-        const found = await getCall(db, q.id).catch(() => undefined);
+        const found = await getCall(reads, q.id).catch(() => undefined);
         if (found) return c.redirect(`/ui/calls/${found.id}`, 303);
       }
       notices.push(<Notice error>{`No call has the id "${q.id}".`}</Notice>);
     }
     const state = (CALL_STATES as readonly string[]).includes(q.state ?? '') ? q.state : undefined;
-    const result = await listCalls(db, {
+    const result = await listCalls(reads, {
       flow: q.flow,
       to: q.to ? normalizePhone(q.to) : undefined,
       outcome: q.outcome,
@@ -447,9 +453,9 @@ export function consoleRoutes(deps: ConsoleDeps) {
   });
 
   const callPage = async (c: Context, keypad: boolean) => {
-    const call = await getCall(db, c.req.param('id') ?? '');
-    const compiled = await pinnedFlow(db, flows, call.flow, call.flowVersion);
-    const intros = await callIntros(db, call.id);
+    const call = await getCall(reads, c.req.param('id') ?? '');
+    const compiled = await pinnedFlow(reads, flows, call.flow, call.flowVersion);
+    const intros = await callIntros(reads, call.id);
     const error = c.req.query('error');
     const status = c.req.query('pressed')
       ? `Pressed ${c.req.query('pressed')}.`
@@ -519,10 +525,10 @@ export function consoleRoutes(deps: ConsoleDeps) {
   // Live updates: Postgres is the only state, so the stream reads the call again every
   // pollMs and sends the page's live part when it changed; any instance can serve it.
   app.get('/calls/:id/events', async (c) => {
-    const first = await getCall(db, c.req.param('id'));
-    const compiled = await pinnedFlow(db, flows, first.flow, first.flowVersion);
+    const first = await getCall(reads, c.req.param('id'));
+    const compiled = await pinnedFlow(reads, flows, first.flow, first.flowVersion);
     // the menu as sent does not change: its intros are read once
-    const intros = await callIntros(db, first.id);
+    const intros = await callIntros(reads, first.id);
     const signal = c.req.raw.signal;
     return streamSSE(
       c,
@@ -550,7 +556,7 @@ export function consoleRoutes(deps: ConsoleDeps) {
             return;
           }
           await stream.sleep(pollMs);
-          call = await getCall(db, call.id);
+          call = await getCall(reads, call.id);
         }
       },
       async () => {}, // the browser went away or the database is closing: nothing to tell
@@ -594,11 +600,11 @@ export function consoleRoutes(deps: ConsoleDeps) {
     const q = query(c, ['ref', 'to', 'status', 'type', 'callId'] as const);
     const notices: Child[] = [];
     if (q.ref) {
-      const found = await getMessage(db, q.ref).catch(() => undefined);
+      const found = await getMessage(reads, q.ref).catch(() => undefined);
       if (found) return c.redirect(`/ui/messages/${found.id}`, 303);
       notices.push(<Notice error>{`No message has the id "${q.ref}".`}</Notice>);
     }
-    const result = await listMessages(db, {
+    const result = await listMessages(reads, {
       to: q.to ? normalizePhone(q.to) : undefined,
       status: q.status && isMessageStatus(q.status) ? q.status : undefined,
       type: q.type,
@@ -629,13 +635,13 @@ export function consoleRoutes(deps: ConsoleDeps) {
   });
 
   app.get('/messages/:ref', async (c) => {
-    const message = await getMessage(db, c.req.param('ref'));
+    const message = await getMessage(reads, c.req.param('ref'));
     return page(c, `Message to ${message.to}`, 'messages', <MessagePage message={message} />);
   });
 
   app.get('/inbound', async (c) => {
     const from = c.req.query('from')?.trim() || undefined;
-    const result = await listInbound(db, {
+    const result = await listInbound(reads, {
       from: from ? normalizePhone(from) : undefined,
       limit: 100,
     });

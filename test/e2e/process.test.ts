@@ -61,7 +61,8 @@ describe('the real process', () => {
       await db.database.db.execute(
         'drop schema public cascade; create schema public; drop schema if exists drizzle cascade',
       );
-      const server = await startServerProcess({ DATABASE_URL: db.url! });
+      // DATABASE_URL, and through PgBouncer when TEST_PGBOUNCER is set (test/support/db.ts)
+      const server = await startServerProcess({ ...db.env! });
       const cmid = uniq('e2e-pg');
       await roundTrip(server.url, cmid);
       const got = await fetch(`${server.url}/v1/messages/${cmid}`);

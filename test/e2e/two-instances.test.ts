@@ -44,7 +44,8 @@ describe.runIf(onPostgres)(onlyIf(onPostgres, 'two instances on one database', N
 
   beforeAll(async () => {
     db = await createTestDatabase('postgres');
-    second = await openDatabase({ url: db.url!, maxConnections: 5 });
+    // as the first is opened (through PgBouncer when TEST_PGBOUNCER is set)
+    second = await openDatabase({ ...db.open!, maxConnections: 5 });
     let targets: string[] = [];
     lb = await new Promise((resolve) => {
       const s = serve(

@@ -13,7 +13,7 @@ import { readFileSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, inject } from 'vitest';
-import { type Database, openDatabase } from '../../src/db/client.ts';
+import { type Database, type OpenOptions, openDatabase } from '../../src/db/client.ts';
 import { databaseUrlWithName } from './global-setup.ts';
 
 export type Engine = 'pglite' | 'postgres';
@@ -24,13 +24,48 @@ export function availableEngines(): Engine[] {
 
 export interface TestDatabase {
   database: Database;
-  /** the Postgres URL of this database (postgres engine only): for child processes */
+  /** the Postgres URL of this database (postgres engine only), direct: for child processes */
   url?: string;
+  /**
+   * How `database` was opened (postgres engine only): through PgBouncer when TEST_PGBOUNCER
+   * is set. For a second handle on the same database, as a second instance would have.
+   */
+  open?: OpenOptions;
+  /** the DATABASE_* variables a server process needs for it, through PgBouncer likewise */
+  env?: Record<string, string>;
   drop(): Promise<void>;
 }
 
-/** A fresh, migrated database of its own. */
-export async function createTestDatabase(engine: Engine): Promise<TestDatabase> {
+/**
+ * How to open the database at `url`: directly, or through the PgBouncer on `pgbouncerPort`
+ * (transaction mode: statements unprepared, session work on the direct URL).
+ */
+export function connectionTo(
+  url: string,
+  pgbouncerPort: number | null,
+): { open: OpenOptions; env: Record<string, string> } {
+  if (pgbouncerPort === null) return { open: { url }, env: { DATABASE_URL: url } };
+  const pooled = new URL(url);
+  pooled.hostname = '127.0.0.1';
+  pooled.port = String(pgbouncerPort);
+  return {
+    open: { url: pooled.toString(), directUrl: url, prepare: false },
+    env: {
+      DATABASE_URL: pooled.toString(),
+      DATABASE_DIRECT_URL: url,
+      DATABASE_PREPARE: 'false',
+    },
+  };
+}
+
+/**
+ * A fresh, migrated database of its own; on Postgres through PgBouncer when TEST_PGBOUNCER is
+ * set (global-setup.ts) or `opts.pgbouncerPort` names one.
+ */
+export async function createTestDatabase(
+  engine: Engine,
+  opts: { pgbouncerPort?: number } = {},
+): Promise<TestDatabase> {
   if (engine === 'pglite') {
     const dump = readFileSync(inject('pgliteDump'));
     const pglite = new PGlite({ loadDataDir: new Blob([new Uint8Array(dump)]) });
@@ -47,10 +82,13 @@ export async function createTestDatabase(engine: Engine): Promise<TestDatabase> 
     await admin.end();
   }
   const url = databaseUrlWithName(tpl.adminUrl, name);
-  const database = await openDatabase({ url, maxConnections: 5 });
+  const { open, env } = connectionTo(url, opts.pgbouncerPort ?? inject('pgbouncerPort'));
+  const database = await openDatabase({ ...open, maxConnections: 5 });
   return {
     database,
     url,
+    open,
+    env,
     async drop() {
       await database.close();
       const a = postgres(tpl.adminUrl, { max: 1, onnotice: () => {} });

@@ -5,6 +5,9 @@
  *   second) instead of creating a database from scratch (several seconds).
  * - Postgres (when TEST_DATABASE_URL is set): a migrated template database; a test file
  *   creates its own database from it with CREATE DATABASE ... TEMPLATE.
+ * - PgBouncer (when TEST_PGBOUNCER is set too): one in transaction mode in front of that
+ *   Postgres; every test database then opens through it, as DATABASE_URL with
+ *   DATABASE_PREPARE=false, and DATABASE_DIRECT_URL to the server itself (support/db.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -14,11 +17,14 @@ import postgres from 'postgres';
 import type { TestProject } from 'vitest/node';
 import { openDatabase } from '../../src/db/client.ts';
 import { migrateDatabase } from '../../src/db/migrate.ts';
+import { type PgBouncer, startPgBouncer } from './pgbouncer.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     pgliteDump: string;
     postgresTemplate: { adminUrl: string; template: string } | null;
+    /** TEST_PGBOUNCER: the port of a PgBouncer in front of TEST_DATABASE_URL's server */
+    pgbouncerPort: number | null;
   }
 }
 
@@ -55,8 +61,16 @@ export default async function setup(project: TestProject) {
   } else {
     project.provide('postgresTemplate', null);
   }
+  let bouncer: PgBouncer | undefined;
+  if (process.env.TEST_PGBOUNCER) {
+    if (!adminUrl)
+      throw new Error('TEST_PGBOUNCER needs TEST_DATABASE_URL (the Postgres behind it)');
+    bouncer = await startPgBouncer(adminUrl);
+  }
+  project.provide('pgbouncerPort', bouncer?.port ?? null);
 
   return async () => {
+    await bouncer?.stop();
     rmSync(dir, { recursive: true, force: true });
     if (adminUrl && template) {
       const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });

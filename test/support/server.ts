@@ -18,13 +18,14 @@ export const FAST_TIMINGS = {
   maxIdleTimeoutMs: 100,
 };
 
+/** On `database`, or (undefined) on the one its environment names, opened as `npm start` would. */
 export async function startTestServer(
-  database: Database,
+  database: Database | undefined,
   opts: { env?: Record<string, string>; sandbox?: StartOptions['sandbox'] } = {},
 ): Promise<RunningServer> {
   const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', ...opts.env });
   return startServer(config, createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'), {
-    database,
+    ...(database && { database }),
     sandbox: {
       timings: FAST_TIMINGS,
       options: { retryBaseMs: 50, retryMaxDelayMs: 500, shuffleWindowMs: 200 },

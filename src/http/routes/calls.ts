@@ -11,6 +11,7 @@ import {
   startCall,
   startCalls,
 } from '../../calls/start.ts';
+import type { Db } from '../../db/client.ts';
 import type { ErrorCode } from '../../errors.ts';
 import { auditItems } from '../audit.ts';
 import { errorBody, errorCodes } from '../operation-errors.ts';
@@ -136,7 +137,8 @@ const list = createRoute({
   },
 });
 
-export function callRoutes(deps: StartDeps) {
+/** `reads`: what the reads query (a read replica's routed db, src/db/replica.ts); default deps.db */
+export function callRoutes(deps: StartDeps, reads: Db = deps.db) {
   const app = newRouter();
   app.openapi(start, async (c) => {
     const idempotency = c.get('idempotency');
@@ -161,11 +163,11 @@ export function callRoutes(deps: StartDeps) {
     // 202 whatever the mix, all rejected too: a well-formed batch is answered per call
     return c.json(result, 202);
   });
-  app.openapi(getOne, async (c) => c.json(await getCall(deps.db, c.req.valid('param').id), 200));
+  app.openapi(getOne, async (c) => c.json(await getCall(reads, c.req.valid('param').id), 200));
   app.openapi(list, async (c) => {
     const q = c.req.valid('query');
     return c.json(
-      await listCalls(deps.db, { ...q, since: q.since ? new Date(q.since) : undefined }),
+      await listCalls(reads, { ...q, since: q.since ? new Date(q.since) : undefined }),
       200,
     );
   });

@@ -142,6 +142,8 @@ const list = createRoute({
 
 export function messageRoutes(deps: {
   db: Db;
+  /** what the reads query (a read replica's routed db, src/db/replica.ts); default db */
+  readDb?: Db;
   clock: Clock;
   /** the project's window, holidays and cap, for a request that asks for them */
   limits?: LimitSettings;
@@ -174,11 +176,11 @@ export function messageRoutes(deps: {
     return c.json({ messages: results }, 202);
   });
   app.openapi(getOne, async (c) =>
-    c.json(await getMessage(deps.db, c.req.valid('param').ref), 200),
+    c.json(await getMessage(deps.readDb ?? deps.db, c.req.valid('param').ref), 200),
   );
   app.openapi(list, async (c) => {
     const q = c.req.valid('query');
-    const page = await listMessages(deps.db, {
+    const page = await listMessages(deps.readDb ?? deps.db, {
       ...q,
       since: q.since ? new Date(q.since) : undefined,
       until: q.until ? new Date(q.until) : undefined,
