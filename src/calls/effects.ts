@@ -77,7 +77,7 @@ export function planEffects(
           });
           break;
         }
-        // the writer adds `messageId`, or `duplicate: true`, to the stored detail
+        // the writer adds `messageId`, or `optedOut: true` or `duplicate: true`, to the stored detail
         addFollowUp(plan, {
           prepared: prepared[0]!,
           event: {

@@ -5,11 +5,13 @@
  * connection; rows travel as JSON parameters, so no text depends on a plan's size:
  *
  * - `msg`: the follow-up messages with their first events and outbox rows (messageInserts);
- *   a customerMessageId stored before is skipped, which is what makes follow-ups once-only.
+ *   a customerMessageId stored before is skipped, which is what makes follow-ups once-only,
+ *   and so is a number on the opt-out list (the event says `optedOut`).
  * - `held_out`: held webhooks applied or ignored now, deleted by id.
  * - `held_in`: webhooks held now, stored.
  * - `events`: the call events in the order they happened; a follow-up's event gets the
- *   message's id, or `duplicate: true`, from what `msg` returned in the same statement.
+ *   message's id, or `optedOut: true` or `duplicate: true`, from what `msg` returned in the
+ *   same statement.
  * - `timers_set`, `timers_all`, `timers_drop`: timers set (the fire time replaced when the
  *   call has one of that name), all of a call's dropped, some dropped by name.
  * - `saved`: the calls' new snapshots, states, outcomes and times.
@@ -36,6 +38,7 @@ import { flowStatsUpsert } from './stats.ts';
 /** Writes the plan (before its transaction commits); returns how many follow-ups it queued. */
 export async function writePlan(tx: Tx, plan: CallPlan, subs?: Subscriptions): Promise<number> {
   const parts: SQL[] = [];
+  withholdOptingOut(plan);
   const followUps = plan.followUps.length > 0;
   if (followUps)
     parts.push(
@@ -43,6 +46,7 @@ export async function writePlan(tx: Tx, plan: CallPlan, subs?: Subscriptions): P
         plan.followUps.map((f) => f.prepared),
         plan.now,
         subs?.wants('message.status'),
+        true,
       ),
     );
   if (plan.heldReleased.length > 0)
@@ -66,6 +70,22 @@ export async function writePlan(tx: Tx, plan: CallPlan, subs?: Subscriptions): P
   // after the step's own events, so an endpoint's deliveries of this call stay in step order
   if (plan.notifies.length > 0) await writeNotifies(tx, plan);
   return rows.length;
+}
+
+/**
+ * Follow-ups to a number this plan puts on the opt-out list are not sent: taken out of the
+ * plan, their events marked `optedOut`. (A number already on the list is skipped by `msg`
+ * itself, which a sibling part's insert could not show it.)
+ */
+function withholdOptingOut(plan: CallPlan): void {
+  if (plan.optOuts.length === 0 || plan.followUps.length === 0) return;
+  const optingOut = new Set(plan.optOuts.map((o) => o.phone));
+  const kept = plan.followUps.filter((f) => {
+    if (!optingOut.has(f.prepared.row.to)) return true;
+    f.event.detail.optedOut = true;
+    return false;
+  });
+  plan.followUps.splice(0, plan.followUps.length, ...kept);
 }
 
 /** `opt-out` actions: the callees on the opt-out list (the first entry of a number stays). */
@@ -96,8 +116,8 @@ function heldInserts(plan: CallPlan): SQL {
 
 /** The call events, in the order they happened; with the follow-ups' outcome (`msg`). */
 function eventInserts(plan: CallPlan, followUps: boolean): SQL {
-  const followUpOf = new Map<CallEventRow, string>(
-    plan.followUps.map((f) => [f.event, f.prepared.row.id!]),
+  const followUpOf = new Map<CallEventRow, { id: string; to: string }>(
+    plan.followUps.map((f) => [f.event, { id: f.prepared.row.id!, to: f.prepared.row.to }]),
   );
   const rows = JSON.stringify(
     plan.events.map((e, seq) => ({
@@ -110,11 +130,12 @@ function eventInserts(plan: CallPlan, followUps: boolean): SQL {
       key: e.key ?? null,
       detail: e.detail ?? null,
       at: e.at,
-      follow_up: followUpOf.get(e) ?? null,
+      follow_up: followUpOf.get(e)?.id ?? null,
+      follow_up_to: followUpOf.get(e)?.to ?? null,
     })),
   );
   const columns = sql`v(seq int, call_id uuid, kind text, node text, menu text, attempt int,
-    key text, detail jsonb, at timestamptz, follow_up uuid)`;
+    key text, detail jsonb, at timestamptz, follow_up uuid, follow_up_to text)`;
   if (!followUps)
     return sql`events as (
       insert into call_events (call_id, kind, node, menu, attempt, key, detail, at)
@@ -126,6 +147,8 @@ function eventInserts(plan: CallPlan, followUps: boolean): SQL {
     select v.call_id, v.kind, v.node, v.menu, v.attempt, v.key,
            case when v.follow_up is null then v.detail
                 when m.id is not null then v.detail || jsonb_build_object('messageId', m.id)
+                when exists (select 1 from opt_outs o where o.phone = v.follow_up_to)
+                  then v.detail || '{"optedOut": true}'::jsonb
                 else v.detail || '{"duplicate": true}'::jsonb end,
            v.at
     from jsonb_to_recordset(${rows}::jsonb) as ${columns}

@@ -170,7 +170,7 @@ function listedSource(events: NewOutgoingEvent[]): SQL {
  * it was before the statement (which a statement's other parts still see) has none. The path
  * is the call's `key` events stored before, then the plan's; the follow-ups are the call's
  * stored ones and those the plan queues (`msg` rows are not visible to the same statement,
- * so they are taken from the plan, unless stored already).
+ * so they are taken from the plan, unless stored already or to an opted-out number).
  */
 function endedSource(plan: CallPlan, msg: boolean): SQL {
   const keys = JSON.stringify(
@@ -194,6 +194,7 @@ function endedSource(plan: CallPlan, msg: boolean): SQL {
           id: f.prepared.row.id,
           cmid: f.prepared.row.customerMessageId,
           type: f.prepared.row.type,
+          to: f.prepared.row.to,
         }))
       : [],
   );
@@ -218,9 +219,10 @@ function endedSource(plan: CallPlan, msg: boolean): SQL {
             where m.call_id = v.id and m.role = 'follow-up'
             union all
             select u.id, u.cmid, u.type, 'queued' from jsonb_to_recordset(${followUps}::jsonb)
-              as u(call_id uuid, id uuid, cmid text, type text)
+              as u(call_id uuid, id uuid, cmid text, type text, "to" text)
             where u.call_id = v.id
-              and not exists (select 1 from messages m where m.customer_message_id = u.cmid)) f),
+              and not exists (select 1 from messages m where m.customer_message_id = u.cmid)
+              and not exists (select 1 from opt_outs o where o.phone = u."to")) f),
         'at', ${isoSql(sql`v.ended_at`)}) as data,
       v.ended_at as at, null::text as endpoint
     from saved_rows v join calls c on c.id = v.id

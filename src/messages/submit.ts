@@ -238,15 +238,21 @@ export function prepareMessages(
 /**
  * The statement parts that store prepared messages, as common table expressions to put after
  * `with`: `msg` inserts the messages (a customerMessageId that already exists is skipped, ON
- * CONFLICT DO NOTHING, so concurrent requests cannot store it twice) and returns the ids it
- * inserted; `msg_events` and `msg_outbox` give each of those its first timeline event and its
+ * CONFLICT DO NOTHING, so concurrent requests cannot store it twice; with `unlessOptedOut`, so
+ * is a message to a number on the opt-out list) and returns the ids it inserted; `msg_events` and `msg_outbox` give each of those its first timeline event and its
  * outbox row (the outbox row commits with its message: nothing accepted is ever left unsent).
  * The rows travel as one JSON parameter, so the text is the same whatever their number:
  * no bind-parameter limit, and no query building per row (call runtime: one statement with
  * its other writes). With `events`, `msg` also returns what the `queued` steps' events need
  * (src/events/sources.ts `queuedSource`).
  */
-export function messageInserts(prepared: PreparedMessage[], now: Date, events = false): SQL {
+export function messageInserts(
+  prepared: PreparedMessage[],
+  now: Date,
+  events = false,
+  /** skip a message to a number on the opt-out list (a call's follow-ups; submit filters first) */
+  unlessOptedOut = false,
+): SQL {
   const rows = prepared.map(({ row: r }) => ({
     id: r.id,
     customer_message_id: r.customerMessageId,
@@ -272,6 +278,7 @@ export function messageInserts(prepared: PreparedMessage[], now: Date, events = 
         as v(id uuid, customer_message_id text, type text, "from" text, "to" text, payload jsonb,
              status text, parts int, expires_at timestamptz, call_id uuid, role text,
              created_at timestamptz, updated_at timestamptz)
+      ${unlessOptedOut ? sql`where not exists (select 1 from opt_outs o where o.phone = v."to")` : sql``}
       on conflict (customer_message_id) do nothing
       returning id, parts${events ? QUEUED_RETURNING : sql``}),
     msg_events as (

@@ -4,7 +4,8 @@
  * number); POST /v1/messages rejecting only the opted-out messages of a request; POST
  * /v1/calls refused with 409 and the batch per call; a Viber "Stop" reply opting its sender
  * out (a sentence with "stop" in it does not); a flow's `opt-out` action, by a key of a real
- * call and by an `on:` reaction.
+ * call and by an `on:` reaction; a flow's `send:` follow-up withheld from a number that opted
+ * out during the call, or in the same step.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,6 +30,8 @@ menus:
     intro: "https://cdn.example.com/en/main.mp3"
     keys:
       "1": [ { outcome: confirmed }, hangup ]
+      "2": [ { outcome: texted }, { send: { type: sms, text: "Thanks {{name}}" } }, hangup ]
+      "8": [ { outcome: stopped }, opt-out, { send: { type: sms, text: "Bye {{name}}" } }, hangup ]
       "9": [ { outcome: opted-out }, opt-out, hangup ]
 on:
   failed: [ opt-out ]
@@ -283,6 +286,56 @@ describeEachEngine('opt-outs', (ctx) => {
       }),
     );
     expect((await entry(other)).status).toBe(404);
+  });
+
+  const pressKey = (callId: string, key: string) =>
+    app.request(
+      '/hooks/speechcall',
+      json({
+        from: 'Clinic',
+        mid: 'm',
+        action: { token: signNodeToken({ callId, node: 'main', key }, built.calls.signingSecret) },
+      }),
+    );
+  const followUpEvent = async (callId: string) => {
+    const view = await req(`/v1/calls/${callId}`);
+    return {
+      view: view.body,
+      send: view.body.timeline.find((e: { kind: string }) => e.kind === 'follow-up'),
+    };
+  };
+
+  it("a flow's `send:` follow-up goes to a number that did not opt out, and is withheld from one that did mid-call", async () => {
+    // the control: the follow-up is sent
+    const kept = await startCall(phone());
+    expect((await pressKey(kept.body.id, '2')).status).toBe(200);
+    const sent = await followUpEvent(kept.body.id);
+    expect(sent.send.detail.messageId).toEqual(expect.any(String));
+    expect(sent.view.messages.map((m: { role: string }) => m.role)).toEqual(['call', 'follow-up']);
+
+    // opted out after the call started (by the API, a Viber reply...): nothing is sent
+    const to = phone();
+    const started = await startCall(to);
+    expect((await optOut(to)).status).toBe(201);
+    expect((await pressKey(started.body.id, '2')).status).toBe(200);
+    const withheld = await followUpEvent(started.body.id);
+    expect(withheld.view.outcome).toBe('texted');
+    expect(withheld.send.detail).toMatchObject({ optedOut: true });
+    expect(withheld.send.detail.messageId).toBeUndefined();
+    expect(withheld.view.messages.map((m: { role: string }) => m.role)).toEqual(['call']);
+    const stored = await db().select().from(messages).where(eq(messages.to, to));
+    expect(stored.map((m) => m.role)).toEqual(['call']);
+  });
+
+  it("a flow's `send:` after its own `opt-out` in the same step is withheld", async () => {
+    const to = phone();
+    const started = await startCall(to);
+    expect((await pressKey(started.body.id, '8')).status).toBe(200);
+    const { view, send } = await followUpEvent(started.body.id);
+    expect(view.outcome).toBe('stopped');
+    expect(send.detail).toMatchObject({ optedOut: true });
+    expect(view.messages.map((m: { role: string }) => m.role)).toEqual(['call']);
+    expect((await entry(to)).body).toMatchObject({ phone: to, source: 'flow' });
   });
 
   it('the flow action `opt-out` in an `on:` reaction', async () => {
