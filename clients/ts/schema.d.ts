@@ -1878,6 +1878,8 @@ export interface components {
       outgoingEvents: number;
       /** @description spoken prompts of the calls to the number and the pieces of audio rendered for them (their audio too, unless a prompt for someone else has the same words) */
       prompts: number;
+      /** @description the number's rows in campaigns (its vars, its attempts), and its contact counts for the frequency cap */
+      campaignRecipients: number;
       /** @description records the built-in provider sandbox forgot: its messages, calls, callbacks, incoming messages, scripts and bot users that mention the number (0 against the real provider) */
       sandbox: number;
     };

@@ -2,7 +2,7 @@
  * Erasure of one person (DELETE /v1/subjects/{phone}): every message to the number, with its
  * events and outbox row; every call to the number with its path, events, timers, held
  * webhooks and the prompts rendered for it (audio with the person's details), and the calls'
- * follow-up messages; the Viber messages it sent (and its number in others'); the callbacks
+ * follow-up messages; its rows in campaigns (its vars) and its contact counts; the Viber messages it sent (and its number in others'); the callbacks
  * still waiting for those messages; the raw callback bodies that mention the number or are
  * about those messages; and, with the built-in sandbox, its copies.
  * "Mention" is any form the number is written in (redact.ts: `+`, `00`, a trunk `0`,
@@ -55,6 +55,9 @@ export const RemovedCounts = z
     ),
     prompts: count(
       'spoken prompts of the calls to the number and the pieces of audio rendered for them (their audio too, unless a prompt for someone else has the same words)',
+    ),
+    campaignRecipients: count(
+      "the number's rows in campaigns (its vars, its attempts), and its contact counts for the frequency cap",
     ),
     sandbox: count(
       'records the built-in provider sandbox forgot: its messages, calls, callbacks, incoming messages, scripts and bot users that mention the number (0 against the real provider)',
@@ -465,6 +468,25 @@ const callPrompts: ErasureStep = {
   },
 };
 
+/**
+ * The number's rows in campaigns (their vars hold its details: a name, an appointment) with
+ * their attempts, and its contact counts. A campaign still running does not call it again: its
+ * row is gone. Taken after the messages and calls, the order the scheduler never waits in.
+ */
+const campaignRows: ErasureStep = {
+  name: 'campaign recipients',
+  async run(tx, s) {
+    const [row] = await rows<{ recipients: number | string }>(
+      tx,
+      sql`with r as (delete from campaign_recipients where phone = ${s.phone} returning id),
+            a as (delete from campaign_attempts where recipient_id in (select id from r)),
+            c as (delete from contact_counts where phone = ${s.phone})
+          select count(*) as recipients from r`,
+    );
+    return { campaignRecipients: Number(row?.recipients ?? 0) };
+  },
+};
+
 export const ERASURE_STEPS: readonly ErasureStep[] = [
   lockMessagesAndCalls,
   rememberErased,
@@ -477,6 +499,7 @@ export const ERASURE_STEPS: readonly ErasureStep[] = [
   messageEvents,
   outbox,
   messages,
+  campaignRows,
   inboundMessages,
   rawCallbacks,
   outgoingEvents,
@@ -498,6 +521,7 @@ function noneRemoved(): RemovedCounts {
     rawCallbacksRedacted: 0,
     outgoingEvents: 0,
     prompts: 0,
+    campaignRecipients: 0,
     sandbox: 0,
   };
 }

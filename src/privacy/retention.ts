@@ -6,7 +6,8 @@
  *
  * What stays: each message's head row (number, type, status, parts: what was sent to whom,
  * without the words, and when the words went: `content_removed_at`) and the calls with their
- * outcomes; and every aggregate (flow stats).
+ * outcomes; each campaign's row with its counts (its recipients go); and every aggregate
+ * (flow stats).
  *
  * @example
  * // a worker loop: again at once while there is more, else after a pause
@@ -29,6 +30,11 @@ export interface RetentionCounts {
   messageTexts: number;
   /** events for the user's endpoints (with their deliveries and attempts), none still pending */
   outgoingEvents: number;
+  /**
+   * recipients (their vars, their attempts) of campaigns that finished before the limit, and
+   * contact counts of days before it
+   */
+  campaignRecipients: number;
 }
 
 export interface RetentionResult {
@@ -257,12 +263,39 @@ const outgoingEvents: RetentionStep = {
   },
 };
 
+/**
+ * Campaigns that finished (done or cancelled) before the limit: their recipients, whose vars
+ * hold people's details, with their attempts; the campaign's own row stays, with its counts
+ * in `recipients`. And contact counts (frequency caps) of days before the limit.
+ */
+const campaignRecipients: RetentionStep = {
+  kind: 'campaignRecipients',
+  async run(db, cutoff, batchSize) {
+    const at = cutoff.toISOString();
+    const [row] = rowsOf<{ n: number | string }>(
+      await db.execute(sql`
+        with r as (
+          delete from campaign_recipients where id in (
+            select r.id from campaign_recipients r join campaigns c on c.id = r.campaign_id
+            where c.finished_at < ${at}::timestamptz
+            limit ${batchSize} for update of r skip locked)
+          returning id),
+        a as (delete from campaign_attempts where recipient_id in (select id from r)),
+        k as (delete from contact_counts where day < (${at}::timestamptz)::date - 1)
+        select count(*) as n from r`),
+    );
+    const changed = Number(row?.n ?? 0);
+    return { changed, more: changed === batchSize };
+  },
+};
+
 export const RETENTION_STEPS: readonly RetentionStep[] = [
   rawCallbacks,
   oldestFirst('messageEvents', 'message_events', 'received_at'),
   oldestFirst('callEvents', 'call_events', 'at'),
   messageTexts,
   outgoingEvents,
+  campaignRecipients,
 ];
 
 /**
@@ -282,6 +315,7 @@ export async function runRetention(
     callEvents: 0,
     messageTexts: 0,
     outgoingEvents: 0,
+    campaignRecipients: 0,
   };
   if (days === undefined || days <= 0) return { removed, more: false };
   const now = clock.now();

@@ -54,6 +54,7 @@ describeEachEngine('DELETE /v1/subjects/{phone}', (ctx) => {
       await db().execute(sql`select id, body from inbox where body ~ ${pattern}`),
     );
   let report: Record<string, unknown>;
+  let campaignId: string;
 
   beforeAll(async () => {
     ({ app, ingest } = buildTestApp(ctx.database()));
@@ -91,6 +92,24 @@ describeEachEngine('DELETE /v1/subjects/{phone}', (ctx) => {
     // bodies that only mention the number, and two decoys: longer numbers holding its digits
     await deliver(`call me on ${P} please`, 'text/plain');
     await deliver(`decoys: +${digitsP}9 and 1${digitsP}`, 'text/plain');
+    // a campaign listing P and Q (their vars hold their names), and P's contacts of a day
+    const made = await app.request(
+      '/v1/campaigns',
+      json({
+        message: { type: 'sms', text: 'Hi {{name}}' },
+        from: 'Acme',
+        startAt: '2099-01-01T00:00:00Z',
+        recipients: [
+          { to: P, vars: { name: 'Petro' } },
+          { to: Q, vars: { name: 'Queenie' } },
+        ],
+      }),
+    );
+    expect(made.status).toBe(201);
+    campaignId = (await readJson(made)).id;
+    await db().execute(
+      sql`insert into contact_counts (phone, day, count) values (${P}, '2026-03-02', 1)`,
+    );
 
     const res = await erase(P);
     expect(res.status).toBe(200);
@@ -116,9 +135,21 @@ describeEachEngine('DELETE /v1/subjects/{phone}', (ctx) => {
         rawCallbacksRedacted: 2, // the P+Q delivery batch and the P+Q Viber batch
         outgoingEvents: 0, // no endpoint: none were recorded
         prompts: 0, // no spoken prompt was rendered
+        campaignRecipients: 1, // P's row of the campaign (Q's stays)
         sandbox: 0, // none built in
       },
     });
+  });
+
+  it("takes the number's campaign rows and contact counts, and leaves the others'", async () => {
+    const rows = rowsOf<{ phone: string; vars: unknown }>(
+      await db().execute(
+        sql`select phone, vars from campaign_recipients where campaign_id = ${campaignId}`,
+      ),
+    );
+    expect(rows).toEqual([{ phone: Q, vars: { name: 'Queenie' } }]);
+    const counts = rowsOf(await db().execute(sql`select 1 from contact_counts where phone = ${P}`));
+    expect(counts).toEqual([]);
   });
 
   it('leaves nothing of the number: messages, inbound messages, raw bodies', async () => {

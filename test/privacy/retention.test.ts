@@ -112,6 +112,7 @@ describeEachEngine('runRetention', (ctx) => {
         callEvents: 0,
         messageTexts: 0,
         outgoingEvents: 0,
+        campaignRecipients: 0,
       },
       more: false,
     });
@@ -128,6 +129,7 @@ describeEachEngine('runRetention', (ctx) => {
       callEvents: 0,
       messageTexts: 0,
       outgoingEvents: 0,
+      campaignRecipients: 0,
     };
     for (;;) {
       const result = await runRetention(db(), at(NOW), 30, 2);
@@ -148,6 +150,7 @@ describeEachEngine('runRetention', (ctx) => {
       callEvents: 3,
       messageTexts: 4,
       outgoingEvents: 0,
+      campaignRecipients: 0,
     });
 
     const cutoff = new Date(new Date(NOW).getTime() - 30 * DAY).toISOString();
@@ -225,6 +228,7 @@ describeEachEngine('runRetention', (ctx) => {
       callEvents: 0,
       messageTexts: 0,
       outgoingEvents: 0,
+      campaignRecipients: 0,
     });
   });
 
