@@ -55,6 +55,26 @@ export const AuditChanges = z
   });
 export type AuditChanges = z.infer<typeof AuditChanges>;
 
+/**
+ * An audit row for a change made outside `/v1` (the console's forms): the same table, the
+ * console's route, who made it (a token's name, or `console` for a signed-in session).
+ */
+export async function auditConsoleWrite(
+  db: Queryable,
+  clock: Clock,
+  row: { token: string; route: string; status: number; requestId: string; changes: AuditChanges },
+): Promise<void> {
+  await db.insert(auditLog).values({
+    at: clock.now(),
+    token: row.token,
+    method: 'POST',
+    route: row.route,
+    status: row.status,
+    requestId: row.requestId,
+    changes: row.changes,
+  });
+}
+
 /** `ids` as audit items: the count, and the ids themselves when there are few. */
 export function auditItems(ids: readonly string[], names?: readonly string[]) {
   return {

@@ -165,6 +165,24 @@ describeEachEngine('console campaign pages', (ctx) => {
     const resumed = await post(`/ui/campaigns/${running.id}/resume`);
     expect(resumed.headers.get('location')).toBe(`/ui/campaigns/${running.id}?changed=resume`);
     expect(await stateOf(running.id)).toBe('running');
+
+    // each is an audit row, as POST /v1/campaigns/{id}/{action} would be: the refusal too
+    const audit = await readJson(await app.request('/v1/audit?limit=10'));
+    const rows = audit.items
+      .filter((r: { route: string }) => r.route.startsWith('/ui/campaigns/'))
+      .reverse()
+      .map((r: { token: string; route: string; status: number; changes: unknown }) => [
+        r.token,
+        r.route,
+        r.status,
+        r.changes,
+      ]);
+    const changed = { changed: { campaigns: { count: 1, ids: [running.id] } } };
+    expect(rows).toEqual([
+      ['console', '/ui/campaigns/{id}/pause', 200, changed],
+      ['console', '/ui/campaigns/{id}/pause', 409, {}],
+      ['console', '/ui/campaigns/{id}/resume', 200, changed],
+    ]);
   });
 
   it('takes posts from this origin only', async () => {

@@ -22,11 +22,10 @@ import { createRoute, z } from '@hono/zod-openapi';
 import type { FlowRegistry } from '../../calls/registry.ts';
 import type { Clock } from '../../clock.ts';
 import type { Queryable } from '../../db/client.ts';
-import { auditLog } from '../../db/schema/audit-log.ts';
 import { AppError, type DetailCode, type ErrorDetail } from '../../errors.ts';
 import { type LoadedFlow, parseFlowSource } from '../../flows/index.ts';
 import type { Principal } from '../api-tokens.ts';
-import { type AuditChanges, auditItems } from '../audit.ts';
+import { type AuditChanges, auditConsoleWrite, auditItems } from '../audit.ts';
 import { errorBody, errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
 import { needs } from '../scopes.ts';
@@ -134,19 +133,14 @@ export function flowWriteAudit(id: string, created: boolean): AuditChanges {
     : { changed: { flows: auditItems([id]) } };
 }
 
-/**
- * An audit row for a write made outside `/v1` (the console's save): the same table, the
- * console's route, the token the form was given.
- */
+/** An audit row for the console's save of a flow (the token the form was given). */
 export async function auditConsoleFlowWrite(
   db: Queryable,
   clock: Clock,
   row: { principal: Principal; id: string; status: number; requestId: string; created: boolean },
 ): Promise<void> {
-  await db.insert(auditLog).values({
-    at: clock.now(),
+  await auditConsoleWrite(db, clock, {
     token: row.principal.name,
-    method: 'POST',
     route: '/ui/flows/{id}/save',
     status: row.status,
     requestId: row.requestId,

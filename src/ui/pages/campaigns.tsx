@@ -31,6 +31,7 @@ import {
 import type { Clock } from '../../clock.ts';
 import type { Db } from '../../db/client.ts';
 import { AppError } from '../../errors.ts';
+import { auditConsoleWrite, auditItems } from '../../http/audit.ts';
 import type { AppEnv } from '../../http/env.ts';
 import { Badge, Empty, Notice, type RenderPage, Time } from '../layout.tsx';
 
@@ -417,7 +418,16 @@ export function campaignPages(deps: { db: Db; clock: Clock; page: RenderPage }) 
       const id = c.req.param('id');
       const changed = await changeCampaignState(deps, id, action);
       if (!changed) throw new AppError('NOT_FOUND', `no campaign with id "${id}"`);
-      if ('refused' in changed) {
+      const refused = 'refused' in changed;
+      // the same audit row as POST /v1/campaigns/{id}/{action}, by the console's session
+      await auditConsoleWrite(db, deps.clock, {
+        token: 'console',
+        route: `/ui/campaigns/{id}/${action}`,
+        status: refused ? 409 : 200,
+        requestId: c.get('requestId') ?? '',
+        changes: refused ? {} : { changed: { campaigns: auditItems([id]) } },
+      });
+      if (refused) {
         return c.redirect(`${campaignUrl(id)}?refused=${changed.refused}&action=${action}`, 303);
       }
       return c.redirect(`${campaignUrl(id)}?changed=${action}`, 303);
