@@ -131,6 +131,33 @@ describeEachEngine('console campaign pages', (ctx) => {
     );
   });
 
+  it("shows a message campaign: its template, its pace in messages, each attempt's message", async () => {
+    const made = await app.request(
+      '/v1/campaigns',
+      json({
+        message: { type: 'sms', text: 'Hi {{name}}' },
+        from: 'Shop',
+        recipients: [{ to: phone(), vars: { name: 'Ann' } }],
+        window: ALL_DAY,
+      }),
+    );
+    const { id } = await readJson(made);
+    for (let i = 0; i < 20 && (await runCampaigns(deps)); i++);
+    const [row] = await ctx
+      .database()
+      .db.select()
+      .from(campaignRecipients)
+      .where(eq(campaignRecipients.campaignId, id));
+    expect(row).toMatchObject({ state: 'sending' });
+    const html = await (await app.request(`/ui/campaigns/${id}`)).text();
+    // no name and no flow: the page is named by its id
+    expectConsolePage(html, `Campaign ${id}`);
+    const page = text(html);
+    expect(page).toContain('sms: Hi {{name}}');
+    expect(page).toContain('60 messages a minute');
+    expect(attrs(html, 'href')).toContain(`/ui/messages/${row!.messageId}`);
+  });
+
   it('shows Resume, not Pause, on a paused campaign', async () => {
     const html = await (await app.request(`/ui/campaigns/${paused.id}`)).text();
     expectConsolePage(html, `Campaign ${paused.name}`);
@@ -151,7 +178,7 @@ describeEachEngine('console campaign pages', (ctx) => {
     expect(location).toBe(`/ui/campaigns/${running.id}?changed=pause`);
     expect(await stateOf(running.id)).toBe('paused');
     const html = await (await app.request(location)).text();
-    expect(text(html)).toContain('Paused: no new calls start');
+    expect(text(html)).toContain('Paused: no new calls start (or messages go)');
     expect(attrs(html, 'action')).toContain(`/ui/campaigns/${running.id}/resume`);
 
     const again = await post(`/ui/campaigns/${running.id}/pause`);

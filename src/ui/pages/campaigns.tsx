@@ -42,7 +42,7 @@ const ACTIONS = ['pause', 'resume', 'cancel'] as const;
 type Action = (typeof ACTIONS)[number];
 const ACTION_LABEL: Record<Action, string> = { pause: 'Pause', resume: 'Resume', cancel: 'Cancel' };
 const ACTION_DONE: Record<Action, string> = {
-  pause: 'Paused: no new calls start; calls in progress finish.',
+  pause: 'Paused: no new calls start (or messages go); those in progress finish.',
   resume: 'Resumed, at its pace from now.',
   cancel: 'Cancelled: recipients not yet called will not be.',
 };
@@ -186,7 +186,7 @@ const CampaignFacts: FC<{ campaign: CampaignView }> = ({ campaign: c }) => (
     </dd>
     <dt>Pace</dt>
     <dd>
-      {`${c.perMinute} calls a minute`}
+      {`${c.perMinute} ${c.flow !== null ? 'calls' : 'messages'} a minute`}
       {c.maxConcurrent !== null && `, at most ${c.maxConcurrent} at once`}
     </dd>
     <dt>Window</dt>
@@ -392,7 +392,7 @@ export function campaignPages(deps: { db: Db; clock: Clock; page: RenderPage }) 
     const results = await campaignResults(db, campaign.id, { limit: SHOWN_RESULTS });
     return page(
       c,
-      `Campaign ${campaign.name ?? campaign.flow}`,
+      `Campaign ${campaign.name ?? campaign.flow ?? campaign.id}`,
       'campaigns',
       <CampaignPage
         campaign={campaign}
