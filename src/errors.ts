@@ -171,6 +171,7 @@ export const DETAIL_CODES = [
   'ASSERT_UNREACHABLE',
   // a flow's `say:` prompt against the speech engine (src/flows/checks.ts; TEXT_TOO_LONG too)
   'NO_VOICE',
+  'RETRY_OUTCOME',
   // `flows validate --check-audio`: a prompt URL that does not answer with audio (src/flows/audio-check.ts)
   'AUDIO_NOT_AUDIO',
   // a campaign asked to pause, resume or cancel from a state that does not allow it

@@ -1565,6 +1565,7 @@ export interface components {
         | 'ASSERT_REACHABLE'
         | 'ASSERT_UNREACHABLE'
         | 'NO_VOICE'
+        | 'RETRY_OUTCOME'
         | 'AUDIO_NOT_AUDIO'
         | 'INVALID_STATE'
         | 'INVALID_CSV'

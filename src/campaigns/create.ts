@@ -18,18 +18,14 @@ import type { Db, Tx } from '../db/client.ts';
 import { campaignRecipients, campaigns } from '../db/schema/index.ts';
 import { AppError, type ErrorCode, type ErrorDetail } from '../errors.ts';
 import { type CompiledFlow, readTextVars, validateVars } from '../flows/index.ts';
+import type { CampaignRetryPolicy } from '../flows/schema.ts';
 import { malformedTemplate, templateNames, walkStrings } from '../flows/template.ts';
 import { uuidv7 } from '../ids.ts';
 import { checkMessageInput } from '../messages/submit.ts';
 import { isE164 } from '../provider/message.ts';
 import { issuesToDetails } from '../zod-issues.ts';
 import { campaignMessage, startingPace } from './scheduler.ts';
-import {
-  CampaignRecipientInput,
-  type CampaignRetryPolicy,
-  type CreateCampaignRequest,
-  NO_RETRY,
-} from './schemas.ts';
+import { CampaignRecipientInput, type CreateCampaignRequest, NO_RETRY } from './schemas.ts';
 import type { CallingWindow } from './windows.ts';
 
 export interface CampaignDeps {
@@ -45,7 +41,12 @@ export interface CampaignDeps {
  * (the `{{names}}` its strings use, each required in every recipient's vars).
  */
 export type CampaignTarget =
-  | { kind: 'flow'; compiled: CompiledFlow }
+  | {
+      kind: 'flow';
+      compiled: CompiledFlow;
+      /** the flow's `campaign.retry`: the campaign's when it gives none */
+      retry: CampaignRetryPolicy | undefined;
+    }
   | { kind: 'message'; template: Record<string, unknown>; names: readonly string[] };
 
 /** The fields a message campaign sets per recipient, not in its template. */
@@ -95,9 +96,9 @@ async function checkTarget(
         },
       ]);
     }
-    const compiled = (await startableFlow(deps, input.flow, 'flow')).compiled;
-    checkLanguage(compiled, input.lang);
-    return { kind: 'flow', compiled };
+    const flow = await startableFlow(deps, input.flow, 'flow');
+    checkLanguage(flow.compiled, input.lang);
+    return { kind: 'flow', compiled: flow.compiled, retry: flow.definition?.campaign?.retry };
   }
   const template = input.message;
   const details: ErrorDetail[] = [];
@@ -344,7 +345,10 @@ async function insertCampaign(
     perMinute: input.perMinute ?? 60,
     maxConcurrent: input.maxConcurrent ?? null,
     window: (input.window ?? null) satisfies CallingWindow | null,
-    retry: (input.retry ?? NO_RETRY) satisfies CampaignRetryPolicy,
+    // the campaign's own, else its flow's `campaign.retry`, else one attempt
+    retry: (input.retry ??
+      (target.kind === 'flow' ? target.retry : undefined) ??
+      NO_RETRY) satisfies CampaignRetryPolicy,
     pacedAt: startingPace(startAt, input.perMinute ?? 60),
     recipients,
     createdAt: now,

@@ -14,9 +14,10 @@ import {
   messages,
 } from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
+import type { CampaignRetryPolicy } from '../flows/schema.ts';
 import { isUuid } from '../ids.ts';
 import { decodeCursor, encodeCursor } from '../messages/read.ts';
-import type { CampaignRetryPolicy, CampaignView, RecipientResult } from './schemas.ts';
+import type { CampaignView, RecipientResult } from './schemas.ts';
 import type { CallingWindow } from './windows.ts';
 
 type CampaignRow = typeof campaigns.$inferSelect;

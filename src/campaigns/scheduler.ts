@@ -31,7 +31,7 @@ import { recordEvents } from '../events/record.ts';
 import { subscriptionsOf } from '../events/subscriptions.ts';
 import type { EventData } from '../events/types.ts';
 import type { CompiledFlow } from '../flows/index.ts';
-import { parseDuration } from '../flows/schema.ts';
+import { type CampaignRetryPolicy, parseDuration } from '../flows/schema.ts';
 import { renderDeep } from '../flows/template.ts';
 import { isUuid } from '../ids.ts';
 import type { Logger } from '../logger.ts';
@@ -40,7 +40,7 @@ import { prepareMessages, storeMessages } from '../messages/submit.ts';
 import { optedOutAmong } from '../opt-outs/store.ts';
 import { localDateOf, takeContacts } from './limits.ts';
 import { progressOf } from './read.ts';
-import { type CampaignRetryPolicy, IN_FLIGHT_STATES, OPEN_RECIPIENT_STATES } from './schemas.ts';
+import { IN_FLIGHT_STATES, OPEN_RECIPIENT_STATES } from './schemas.ts';
 import { type CallingWindow, type HolidayCalendar, nextAllowed } from './windows.ts';
 import { countryOf, zonesOf } from './zones.ts';
 

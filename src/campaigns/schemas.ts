@@ -1,6 +1,9 @@
-/** The request and answer bodies of /v1/campaigns (docs/campaigns.md). */
+/**
+ * The request and answer bodies of /v1/campaigns (docs/campaigns.md). The retry policy is the
+ * flow language's too (a flow's `campaign.retry`): it is defined there.
+ */
 import { z } from 'zod';
-import { Duration, OutcomeName } from '../flows/schema.ts';
+import { CampaignRetryPolicy } from '../flows/schema.ts';
 import { ErrorDetailView } from '../messages/views.ts';
 import { CallingWindowSchema } from './windows.ts';
 
@@ -30,29 +33,6 @@ export const OPEN_RECIPIENT_STATES: readonly RecipientState[] = [
 
 /** A recipient's attempt in progress: a call (flow campaign) or a message (message campaign). */
 export const IN_FLIGHT_STATES: readonly RecipientState[] = ['calling', 'sending'];
-
-/**
- * What ends an attempt without an outcome the flow recorded: `failed` (the call never got
- * through: rejected, failed or expired; a message rejected, failed or expired) and
- * `no-outcome` (a call ended with none). A message campaign retries on `failed` only.
- */
-export const ATTEMPT_RESULTS = ['failed', 'no-outcome'] as const;
-
-export const CampaignRetryPolicy = z
-  .strictObject({
-    on: z
-      .array(z.union([z.enum(ATTEMPT_RESULTS), OutcomeName]))
-      .min(1)
-      .meta({
-        description:
-          'What calls for another attempt: `failed` (the call did not get through), `no-outcome` (it ended without one), or an outcome the flow records (`no-input`).',
-        example: ['failed', 'no-input'],
-      }),
-    after: Duration.meta({ description: 'How long after an attempt ends the next may start.' }),
-    maxAttempts: z.number().int().min(1).max(10),
-  })
-  .meta({ id: 'CampaignRetryPolicy' });
-export type CampaignRetryPolicy = z.infer<typeof CampaignRetryPolicy>;
 
 /** No retry unless asked: one attempt per recipient. */
 export const NO_RETRY: CampaignRetryPolicy = { on: ['failed'], after: '1h', maxAttempts: 1 };

@@ -13,6 +13,7 @@ import type { DetailCode } from '../errors.ts';
 import { gotoOf, menuLists, reachableMenus, startMenu } from './graph.ts';
 import {
   type Action,
+  ATTEMPT_RESULTS,
   type FlowDefinition,
   type Localized,
   type ParamSpec,
@@ -60,6 +61,7 @@ export const FLOW_RULES = [
   'ASSERT_UNREACHABLE',
   'TEXT_TOO_LONG',
   'NO_VOICE',
+  'RETRY_OUTCOME',
 ] as const satisfies readonly DetailCode[];
 export type FlowRule = (typeof FLOW_RULES)[number];
 
@@ -160,6 +162,7 @@ export function checkFlow(flow: FlowDefinition, opts: CheckOptions = {}): FlowCh
   checkTemplates(flow, error, warn);
   checkParams(flow, error);
   checkSends(flow, error);
+  checkCampaignRetry(flow, error);
   if (opts.speech) checkSpeech(flow, opts.speech, error);
 
   if (!opts.skipMenuLimit && !issues.some((i) => i.severity === 'error')) {
@@ -486,6 +489,27 @@ function defaultFits(spec: Exclude<ParamSpec, string>): boolean {
 const TEXT_REQUIRED = new Set(['sms', 'rcs', 'viber_session', 'viber_survey', 'cascade']);
 
 const CASCADE_ONLY = ['messageType', 'surveyOptions', 'variables', 'endpoint'] as const;
+
+/**
+ * `campaign.retry.on`: besides `failed` and `no-outcome`, only outcomes some key or reaction
+ * of the flow records (a retry on a name it never records would never happen).
+ */
+function checkCampaignRetry(flow: FlowDefinition, error: Report): void {
+  const on = flow.campaign?.retry?.on;
+  if (!on) return;
+  const recorded = new Set<string>();
+  for (const { action } of allActions(flow)) {
+    if (typeof action === 'object' && 'outcome' in action) recorded.add(action.outcome);
+  }
+  on.forEach((name, i) => {
+    if ((ATTEMPT_RESULTS as readonly string[]).includes(name) || recorded.has(name)) return;
+    error(
+      'RETRY_OUTCOME',
+      ['campaign', 'retry', 'on', i],
+      `retry on "${name}": no key or reaction of this flow records that outcome (it records ${[...recorded].join(', ') || 'none'}; besides, failed and no-outcome)`,
+    );
+  });
+}
 
 function checkSends(flow: FlowDefinition, error: Report): void {
   for (const { path, action } of allActions(flow)) {

@@ -430,6 +430,38 @@ export const FlowAssertions = z
   });
 export type FlowAssertions = z.infer<typeof FlowAssertions>;
 
+/**
+ * What ends an attempt without an outcome the flow recorded: `failed` (the call never got
+ * through: rejected, failed or expired; a message rejected, failed or expired) and
+ * `no-outcome` (a call ended with none). A message campaign retries on `failed` only.
+ */
+export const ATTEMPT_RESULTS = ['failed', 'no-outcome'] as const;
+
+export const CampaignRetryPolicy = z
+  .strictObject({
+    on: z
+      .array(z.union([z.enum(ATTEMPT_RESULTS), OutcomeName]))
+      .min(1)
+      .meta({
+        description:
+          'What calls for another attempt: `failed` (the call did not get through), `no-outcome` (it ended without one), or an outcome the flow records (`no-input`).',
+        example: ['failed', 'no-input'],
+      }),
+    after: Duration.meta({ description: 'How long after an attempt ends the next may start.' }),
+    maxAttempts: z.number().int().min(1).max(10),
+  })
+  .meta({ id: 'CampaignRetryPolicy' });
+export type CampaignRetryPolicy = z.infer<typeof CampaignRetryPolicy>;
+
+/** A flow's defaults for the campaigns that call with it (docs/campaigns.md). */
+export const FlowCampaignDefaults = z
+  .strictObject({
+    retry: CampaignRetryPolicy.optional().meta({
+      description: 'Attempts of a campaign calling with this flow that gives no retry of its own.',
+    }),
+  })
+  .meta({ id: 'FlowCampaignDefaults' });
+
 export const FlowDefinition = z
   .strictObject({
     $schema: z.string().optional(),
@@ -446,6 +478,7 @@ export const FlowDefinition = z
       .record(MenuName, Menu)
       .refine((m) => Object.keys(m).length > 0, 'a flow needs at least one menu'),
     on: Reactions.optional(),
+    campaign: FlowCampaignDefaults.optional(),
     assert: FlowAssertions.optional(),
   })
   .meta({

@@ -27,6 +27,7 @@ describe('the flow language schema', () => {
       'start',
       'menus',
       'on',
+      'campaign',
       'assert',
     ]);
     expect(schema.additionalProperties).toBe(false);
