@@ -3,7 +3,8 @@
  * rows reported and duplicates kept once; nothing before `startAt` or outside the window (in
  * the recipient's own time zone, across a daylight-saving change); the pace and the cap on
  * calls at once; retries that wait and never fall outside the window; the best attempt's
- * result; an opt-out arriving mid-campaign; a frequency cap held by one atomic statement;
+ * result; a window closing mid-campaign; an opt-out arriving mid-campaign; a frequency cap held
+ * by one atomic statement;
  * pause, resume and cancel; results as JSON and CSV.
  *
  * A call's end is written to its row as the call runtime would leave it (state, outcome,
@@ -166,6 +167,39 @@ for (const engine of availableEngines())
       clock.set('2026-03-29T06:01:00Z');
       await settle();
       expect((await recipients(body.id))[0]!.state).toBe('calling');
+    });
+
+    it('stops starting calls when the window closes mid-campaign, and goes on when it opens', async () => {
+      // Thursday 2 April 2026, 19:58 in Kyiv (UTC+3): two minutes of the window left
+      clock.set('2026-04-02T16:58:00Z');
+      const { body } = await create({
+        recipients: [1, 2, 3, 4].map(() => ({ to: phone(), vars: VARS })),
+        window: { from: '09:00', to: '20:00' },
+        perMinute: 1,
+      });
+      await settle();
+      clock.set('2026-04-02T16:59:00Z');
+      await settle();
+      expect((await recipients(body.id)).map((r) => r.state)).toEqual([
+        'calling',
+        'calling',
+        'pending',
+        'pending',
+      ]);
+      // 20:00 in Kyiv: the pace would allow another, the window does not
+      clock.set('2026-04-02T17:00:30Z');
+      await settle();
+      const closed = await recipients(body.id);
+      expect(closed.map((r) => r.state)).toEqual(['calling', 'calling', 'waiting', 'pending']);
+      expect(closed[2]!.nextAt!.toISOString()).toBe('2026-04-03T06:00:00.000Z');
+      // through the night nothing starts, however long the pace has been saving up
+      clock.set('2026-04-03T05:59:00Z');
+      await settle();
+      expect((await recipients(body.id)).filter((r) => r.state === 'calling')).toHaveLength(2);
+      // 09:00 the next morning: it goes on, at its pace (a minute's worth at most at once)
+      clock.set('2026-04-03T06:00:00Z');
+      await settle();
+      expect((await recipients(body.id)).filter((r) => r.state === 'calling').length).toBe(3);
     });
 
     it('retries what the policy names, never outside the window, and keeps the best result', async () => {
