@@ -4,8 +4,7 @@
  * the recipient's own time zone, across a daylight-saving change); the pace and the cap on
  * calls at once; retries that wait and never fall outside the window; the best attempt's
  * result; a window closing mid-campaign; an opt-out arriving mid-campaign; a frequency cap held
- * by one atomic statement;
- * pause, resume and cancel; results as JSON and CSV.
+ * by one atomic statement; pause, resume and cancel; results as JSON and CSV.
  *
  * A call's end is written to its row as the call runtime would leave it (state, outcome,
  * ended_at): the scheduler reads nothing else of it. test/e2e/campaigns.test.ts runs a
