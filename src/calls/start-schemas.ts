@@ -4,7 +4,7 @@ import { SendLimitsInput } from '../campaigns/limits.ts';
 import { ErrorDetailView } from '../messages/views.ts';
 
 export const StartCallRequest = z
-  .object({
+  .strictObject({
     flow: z.string().min(1).meta({ example: 'appointment-reminder' }),
     to: z.string().min(1).meta({ example: '+380501234567' }),
     from: z.string().min(1).meta({ example: 'Clinic' }),
@@ -38,7 +38,7 @@ export type CallStarted = z.infer<typeof CallStarted>;
  * this schema on its own, so a call that does not fit it is rejected alone (202 with
  * per-call results) instead of failing the batch; the OpenAPI document shows this shape.
  */
-export const BatchCall = z.object({
+export const BatchCall = z.strictObject({
   to: z.string(),
   vars: z.record(z.string(), z.unknown()).optional(),
   lang: z.string().optional(),
@@ -48,7 +48,7 @@ export type BatchCall = z.infer<typeof BatchCall>;
 const { $schema: _, ...batchCallShape } = z.toJSONSchema(BatchCall, { io: 'input' });
 
 export const BatchCallsRequest = z
-  .object({
+  .strictObject({
     flow: z.string().min(1),
     from: z.string().min(1),
     lang: z.string().optional(),

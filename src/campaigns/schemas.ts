@@ -37,7 +37,7 @@ export const IN_FLIGHT_STATES: readonly RecipientState[] = ['calling', 'sending'
 /** No retry unless asked: one attempt per recipient. */
 export const NO_RETRY: CampaignRetryPolicy = { on: ['failed'], after: '1h', maxAttempts: 1 };
 
-export const CampaignRecipientInput = z.object({
+export const CampaignRecipientInput = z.strictObject({
   to: z.string(),
   vars: z.record(z.string(), z.unknown()).optional(),
   lang: z.string().optional(),
