@@ -97,9 +97,13 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 /**
  * Reads a WAV file into mono 16-bit samples: PCM of 8, 16, 24 or 32 bits or 32-bit float,
  * any number of channels (averaged). A data chunk whose size says "unknown" (0 or
- * 0xFFFFFFFF, as streaming writers leave it) runs to the end of the file.
+ * 0xFFFFFFFF, as streaming writers leave it) runs to the end of the file. `view`: 16-bit mono
+ * samples come back as a view of `bytes` rather than a copy, for a caller that copies what it keeps.
  */
-export function decodeWav(bytes: Uint8Array): { samples: Int16Array; sampleRate: number } {
+export function decodeWav(
+  bytes: Uint8Array,
+  options: { view?: boolean } = {},
+): { samples: Int16Array; sampleRate: number } {
   const bad = (why: string) =>
     new SpeechError('BAD_AUDIO', `the audio is not a usable WAV: ${why}`);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -131,7 +135,7 @@ export function decodeWav(bytes: Uint8Array): { samples: Int16Array; sampleRate:
         size = bytes.length - body;
       }
       return {
-        samples: pcmToMono(bytes.subarray(body, body + size), format, bad),
+        samples: pcmToMono(bytes.subarray(body, body + size), format, bad, options.view === true),
         ...rate(format),
       };
     }
@@ -149,6 +153,7 @@ function pcmToMono(
   data: Uint8Array,
   f: { code: number; channels: number; bits: number },
   bad: (why: string) => SpeechError,
+  asView: boolean,
 ): Int16Array {
   const pcm = f.code === 1;
   const float = f.code === 3;
@@ -161,6 +166,10 @@ function pcmToMono(
   // what eSpeak NG writes (16-bit mono PCM): the bytes are the samples, copied in one go on a
   // little-endian host (test/speech/audio.test.ts holds it to the general path)
   if (pcm && f.bits === 16 && f.channels === 1 && LITTLE_ENDIAN) {
+    // view: the caller copies what it keeps (eSpeak NG's batch, cut into pieces at once)
+    if (asView && data.byteOffset % 2 === 0) {
+      return new Int16Array(data.buffer, data.byteOffset, frames);
+    }
     const out = new Int16Array(frames);
     new Uint8Array(out.buffer).set(data.subarray(0, frames * 2));
     return out;

@@ -1,34 +1,29 @@
 /**
  * The embedded speech engine: eSpeak NG 1.52 compiled to WebAssembly (the `espeak-ng` npm
  * package, GPL-3.0-or-later). Its 18 MB .wasm carries the program and every language's data,
- * so it speaks with no network and no system package.
+ * so it speaks with no network and no system package. src/speech/espeak-core.ts runs the
+ * program; this file is the engine around it: the same checks as every engine, voices, and
+ * several texts said in one run.
  *
- * The package is the espeak-ng command line, not a library. Starting it is the expensive part
- * (compiling 18 MB of WebAssembly, then instantiating it, which lays out 32 MB of memory and
- * the data files: about 0.3 s of CPU), so it happens once per process, on first use, and is
- * measured (`espeakStartup()`). Each synthesis then reuses that one instance: its memory is put
- * back to the snapshot taken right after start-up (so the C program's globals, its heap and
- * getopt's position are as new), the text is written to a file in its in-memory file system,
- * and its `main` runs `espeak-ng -v <lang> -s <wpm> -b 1 -f /in.txt -w /out.wav`. The text goes
- * in as a file, never as an argument, so text that looks like an option is spoken, and `-m` is
- * not given, so markup in it is spoken too, not obeyed.
+ * The text goes in as a file, never as an argument, so text that looks like an option is
+ * spoken, and markup in it is spoken too, not obeyed (a batch's SSML escapes every text).
  *
- * A synthesis is synchronous WebAssembly: it holds the event loop for its length (measured on
- * one core: 30-60 ms of CPU for a ten-second prompt, about 0.15 s for a minute of speech; the
- * snapshot is 0.3 MB, so putting it back costs about a millisecond), so callers render ahead
- * of time, never while a provider waits. If the program ever fails in a way that leaves the
- * instance in doubt (a trap, an abort), the instance is dropped and the next synthesis starts
- * a fresh one from the compiled module.
+ * A synthesis is synchronous WebAssembly: it holds its thread for its length (measured on one
+ * core: 30-60 ms of CPU for a ten-second prompt, about 0.15 s for a minute of speech), so
+ * callers render ahead of time, never while a provider waits. The server's engine
+ * (`createEspeakEngine`) runs it in a worker thread (src/speech/espeak-worker.ts) that ends
+ * when idle, so neither the event loop nor an idle server's memory carries it;
+ * `createEspeakInProcess` is the same engine in the calling thread.
  *
  * @example
  * const engine = createEspeakEngine();
  * const { samples, sampleRate } = await engine.synthesize('Добрий день', { lang: 'uk' });
  */
 import { readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import { decodeWav, SILENCE_THRESHOLD } from './audio.ts';
 import {
   checkSpeechRequest,
@@ -38,103 +33,17 @@ import {
   type SpeechOptions,
   type SynthesizedSpeech,
 } from './engine.ts';
+import {
+  type EspeakStartup,
+  type EspeakVoices,
+  espeakFiles,
+  espeakThreadStartup,
+  espeakVoices,
+  runEspeak,
+} from './espeak-core.ts';
 
-/** The parts of the Emscripten module object this file uses. */
-interface EspeakModule {
-  FS: {
-    writeFile(path: string, data: string | Uint8Array): void;
-    readFile(path: string): Uint8Array;
-    analyzePath(path: string): { exists: boolean };
-    unlink(path: string): void;
-    close(stream: object): void;
-    streams: Array<{ fd: number } | null | undefined>;
-  };
-}
-
-/** The WebAssembly exports this file calls (see `WebAssembly.Module.exports` of the .wasm). */
-interface EspeakExports {
-  memory: { readonly buffer: ArrayBuffer };
-  __main_argc_argv(argc: number, argv: number): number;
-  fflush(stream: number): number;
-  stackSave(): number;
-  stackRestore(pointer: number): void;
-  stackAlloc(bytes: number): number;
-  /** where the table of the files built into the memory starts */
-  __emscripten_embedded_file_data: { readonly value: number };
-}
-
-interface EspeakOptions {
-  arguments: string[];
-  noInitialRun: boolean;
-  print: (line: string) => void;
-  printErr: (line: string) => void;
-  // the default sets process.exitCode to the program's status, which would end a test run
-  // or the server with espeak-ng's status; this one only unwinds
-  quit: (status: number, toThrow: unknown) => never;
-  onAbort: (what: unknown) => void;
-  instantiateWasm: (imports: object, receive: (instance: WasmInstance) => unknown) => object;
-}
-
-// Node has WebAssembly, but this project's type library (ES2023, no DOM) does not declare it
-type WasmModule = { readonly kind: 'compiled WebAssembly module' };
-type WasmInstance = { readonly exports: EspeakExports };
-const wasm = (
-  globalThis as unknown as {
-    WebAssembly: {
-      compile(bytes: Uint8Array): Promise<WasmModule>;
-      instantiate(module: WasmModule, imports: object): Promise<WasmInstance>;
-    };
-  }
-).WebAssembly;
-
-type EspeakFactory = (options: EspeakOptions) => Promise<EspeakModule>;
-
-/** What starting eSpeak NG cost, measured once when it started. */
-export interface EspeakStartup {
-  /** reading and compiling the .wasm, in ms of this process's CPU */
-  compileCpuMs: number;
-  /** instantiating it and taking the snapshot, in ms of CPU */
-  instantiateCpuMs: number;
-  /** from the first call to ready, in ms of wall time */
-  wallMs: number;
-  /** the instance's memory, in bytes */
-  memoryBytes: number;
-  /** the part of it kept to put back before each run, in bytes */
-  snapshotBytes: number;
-  /** how many instances this process has started (1 unless one failed and was replaced) */
-  instances: number;
-  /** how many programs (syntheses and voice listings) ran in them */
-  runs: number;
-}
-
-/**
- * One started instance of espeak-ng, run again and again from the same snapshot. The language
- * data files (17 MB) are built into its memory, and copied from there into its file system at
- * start-up; nothing reads those bytes again, so they are left out of the snapshot, as is the
- * all-zero end of the memory, which is zeroed again instead.
- */
-interface EspeakInstance {
-  module: EspeakModule;
-  exports: EspeakExports;
-  /** the memory as it was right after start-up, but for the data files and the zeros */
-  snapshot: Array<{ at: number; bytes: Uint8Array }>;
-  /** where the memory was all zeros after start-up, to its end */
-  zeroFrom: number;
-  stackPointer: number;
-  out: string[];
-  err: string[];
-  /** `failed` is set by an abort (or a failed replacement): the instance is not run again */
-  state: { failed?: string };
-}
-
-interface LoadedEspeak {
-  factory: EspeakFactory;
-  compiled: WasmModule;
-  instance: EspeakInstance;
-  languages: SpeechLanguage[];
-  /** voice variants by lower-case name, to the name espeak-ng knows them by */
-  variants: Map<string, string>;
-}
+export type { EspeakStartup } from './espeak-core.ts';
+export { lastNonZero } from './espeak-core.ts';
 
 /** espeak-ng's own pace (words per minute) for rate 1. */
 const NORMAL_WPM = 175;
@@ -144,278 +53,81 @@ const DEFAULT_MAX_TEXT_LENGTH = 1000;
 
 const requireHere = createRequire(import.meta.url);
 
-/** Where the package lives, found through Node's resolution so the built server finds it. */
-function espeakFiles(): { script: string; wasm: string; manifest: string } {
-  const script = requireHere.resolve('espeak-ng');
-  return {
-    script,
-    wasm: join(dirname(script), 'espeak-ng.wasm'),
-    manifest: join(dirname(script), '..', 'package.json'),
-  };
+/** Where eSpeak NG runs: in this thread, or in the worker. */
+interface EspeakRunner {
+  voices(): Promise<EspeakVoices>;
+  /** the run's WAV (it may be a view the next run overwrites: decode it at once) */
+  run(args: string[], text: string): Promise<Uint8Array>;
 }
 
-const cpuMs = (since: NodeJS.CpuUsage) => {
-  const used = process.cpuUsage(since);
-  return (used.user + used.system) / 1000;
-};
-
-let loading: Promise<LoadedEspeak> | undefined;
-let startup: EspeakStartup | undefined;
-
-/** The start-up cost, once eSpeak NG has started in this process (undefined before). */
+/** The start-up cost of the engine that last ran (the worker's, else this thread's). */
 export function espeakStartup(): EspeakStartup | undefined {
-  return startup && { ...startup };
+  return workerStartup ? { ...workerStartup } : espeakThreadStartup();
 }
 
-/** Compiles and starts the module and asks it what it speaks: once per process. */
-function loadEspeak(): Promise<LoadedEspeak> {
-  loading ??= (async () => {
-    const wallStart = performance.now();
-    const files = espeakFiles();
-    const imported = (await import(pathToFileURL(files.script).href)) as { default: EspeakFactory };
-    const compileStart = process.cpuUsage();
-    const compiled = await wasm.compile(await readFile(files.wasm));
-    const compileCpuMs = cpuMs(compileStart);
-    const instantiateStart = process.cpuUsage();
-    const instance = await startInstance(imported.default, compiled);
-    const instantiateCpuMs = cpuMs(instantiateStart);
-    const languageLines = runProgram(instance, ['--voices'], '');
-    const variantLines = runProgram(instance, ['--voices=variant'], '');
-    startup = {
-      compileCpuMs,
-      instantiateCpuMs,
-      wallMs: performance.now() - wallStart,
-      memoryBytes: instance.exports.memory.buffer.byteLength,
-      snapshotBytes: instance.snapshot.reduce((n, part) => n + part.bytes.length, 0),
-      instances: 1,
-      runs: 2,
-    };
-    return {
-      factory: imported.default,
-      compiled,
-      instance,
-      languages: parseLanguages(languageLines.out),
-      variants: parseVariants(variantLines.out),
-    };
-  })();
-  // a failed load (a missing file) is not remembered: the next call tries again
-  loading.catch(() => {
-    loading = undefined;
-  });
-  return loading;
-}
-
-/** Instantiates the compiled module without running `main`, and snapshots its memory. */
-async function startInstance(
-  factory: EspeakFactory,
-  compiled: WasmModule,
-): Promise<EspeakInstance> {
-  let exports: EspeakExports | undefined;
-  const out: string[] = [];
-  const err: string[] = [];
-  const state: { failed?: string } = {};
-  // a failed instantiation never calls `receive`, so the factory would wait forever: this
-  // settles it instead
-  let notStarted: (e: Error) => void = () => undefined;
-  const failedToStart = new Promise<never>((_, reject) => {
-    notStarted = reject;
-  });
-  const starting = factory({
-    arguments: [],
-    noInitialRun: true,
-    print: (line) => out.push(line),
-    printErr: (line) => err.push(line),
-    quit: (_status, toThrow) => {
-      throw toThrow;
-    },
-    onAbort: (what) => {
-      state.failed = String(what);
-    },
-    instantiateWasm: (imports, receive) => {
-      wasm
-        .instantiate(compiled, imports)
-        .then((instance) => {
-          exports = instance.exports;
-          receive(instance);
-        })
-        .catch((e: unknown) => {
-          state.failed ??= e instanceof Error ? e.message : String(e);
-          notStarted(new Error(state.failed));
-        });
-      return {};
-    },
-  });
-  const module = await Promise.race([starting, failedToStart]);
-  if (!exports || state.failed !== undefined) {
-    throw new Error(state.failed ?? 'the WebAssembly instance did not start');
-  }
-  const memory = new Uint8Array(exports.memory.buffer);
-  const dataFiles = embeddedFiles(exports);
-  let zeroFrom = memory.length;
-  while (zeroFrom > 0 && memory[zeroFrom - 1] === 0) zeroFrom--;
-  // the rest, in the gaps between the data files
-  const snapshot: EspeakInstance['snapshot'] = [];
-  let at = 0;
-  for (const file of [...dataFiles].sort((a, b) => a.at - b.at)) {
-    if (file.at > at) snapshot.push({ at, bytes: memory.slice(at, Math.min(file.at, zeroFrom)) });
-    at = Math.max(at, file.at + file.length);
-  }
-  if (at < zeroFrom) snapshot.push({ at, bytes: memory.slice(at, zeroFrom) });
-  const instance: EspeakInstance = {
-    module,
-    exports,
-    snapshot,
-    zeroFrom,
-    stackPointer: exports.stackSave(),
-    out,
-    err,
-    state,
-  };
-  return instance;
-}
-
-/**
- * Where the built-in files' bytes lie in the memory, from the table Emscripten leaves for
- * its start-up code: entries of (name, length, address), four bytes each, up to a zero name.
- */
-function embeddedFiles(exports: EspeakExports): Array<{ at: number; length: number }> {
-  const view = new DataView(exports.memory.buffer);
-  const files: Array<{ at: number; length: number }> = [];
-  let entry = exports.__emscripten_embedded_file_data.value;
-  while (entry > 0 && entry + 12 <= view.byteLength && view.getUint32(entry, true) !== 0) {
-    files.push({ at: view.getUint32(entry + 8, true), length: view.getUint32(entry + 4, true) });
-    entry += 12;
-  }
-  return files;
-}
-
-interface ProgramRun {
-  out: string[];
-  err: string[];
-  status: number;
-  error?: string;
-  wav?: Uint8Array;
-}
-
-/**
- * Runs espeak-ng's `main` once in the instance, from the start-up snapshot. Never throws for
- * the program's own failures: they come back as `status` and `error`.
- */
-function runProgram(instance: EspeakInstance, args: readonly string[], text: string): ProgramRun {
-  const { exports, module } = instance;
-  const fs = module.FS;
-  instance.out.length = 0;
-  instance.err.length = 0;
-  // back to the memory as it was after start-up; what was zero is zeroed again, including
-  // anything the last run grew (fresh memory is zero, and malloc counts on it)
-  const heap = new Uint8Array(exports.memory.buffer);
-  for (const part of instance.snapshot) heap.set(part.bytes, part.at);
-  heap.fill(0, instance.zeroFrom);
-  exports.stackRestore(instance.stackPointer);
-  for (const path of ['/in.txt', '/out.wav']) {
-    if (fs.analyzePath(path).exists) fs.unlink(path);
-  }
-  fs.writeFile('/in.txt', text);
-
-  // argv on the program's stack, as the C runtime would lay it out
-  const argv = ['espeak-ng', ...args].map((arg) => {
-    const bytes = new TextEncoder().encode(`${arg}\0`);
-    const at = exports.stackAlloc(bytes.length);
-    new Uint8Array(exports.memory.buffer).set(bytes, at);
-    return at;
-  });
-  const table = exports.stackAlloc(4 * (argv.length + 1));
-  const pointers = new DataView(exports.memory.buffer);
-  for (const [i, at] of argv.entries()) pointers.setUint32(table + 4 * i, at, true);
-  pointers.setUint32(table + 4 * argv.length, 0, true);
-
-  let status = 0;
-  let error: string | undefined;
-  try {
-    status = exports.__main_argc_argv(argv.length, table);
-  } catch (e) {
-    // exit(n) unwinds as an ExitStatus carrying n; anything else is a trap
-    const exit = (e as { name?: unknown; status?: unknown } | null) ?? {};
-    if (exit.name === 'ExitStatus' && typeof exit.status === 'number') status = exit.status;
-    else error = e instanceof Error ? e.message : String(e);
-  }
-  try {
-    exports.fflush(0);
-  } catch (e) {
-    error ??= e instanceof Error ? e.message : String(e);
-  }
-  // files the program left open (a failed run) are closed, so descriptors do not pile up
-  for (const stream of [...fs.streams]) {
-    if (stream && stream.fd > 2) fs.close(stream);
-  }
-  error ??= instance.state.failed;
-  const run: ProgramRun = {
-    out: [...instance.out],
-    err: instance.err.filter((line) => !line.includes('keepRuntimeAlive')),
-    status,
-  };
-  if (error !== undefined) run.error = error;
-  if (fs.analyzePath('/out.wav').exists) run.wav = fs.readFile('/out.wav');
-  return run;
-}
-
-// `--voices` prints a table: Pty Language Age/Gender VoiceName File Other-languages, e.g.
-//  5  en-gb-x-rp      --/M      English_(Received_Pronunciation) gmw/en-GB-x-rp   (en-gb 4)(en 5)
-const VOICE_LINE = /^\s*(\d+)\s+(\S+)\s+\S+\s+(\S+)\s+(\S+)\s*(.*)$/;
-
-/**
- * Every language code the table names, in either the Language column or the other-languages
- * column (plain `en` only appears there), each with the name of its highest-priority voice.
- */
-function parseLanguages(lines: readonly string[]): SpeechLanguage[] {
-  const best = new Map<string, { priority: number; name: string }>();
-  const offer = (lang: string, priority: number, name: string) => {
-    const key = lang.toLowerCase();
-    const seen = best.get(key);
-    if (!seen || priority < seen.priority) best.set(key, { priority, name });
-  };
-  for (const line of lines) {
-    const m = VOICE_LINE.exec(line);
-    if (!m || m[2] === 'Language') continue;
-    const name = m[3]!.replaceAll('_', ' ');
-    offer(m[2]!, Number(m[1]), name);
-    for (const other of m[5]!.matchAll(/\((\S+)\s+(\d+)\)/g))
-      offer(other[1]!, Number(other[2]), name);
-  }
-  return [...best]
-    .map(([lang, { name }]) => ({ lang, name }))
-    .sort((a, b) => a.lang.localeCompare(b.lang));
-}
-
-/** The variants (`!v/belinda`) by lower-case name. */
-function parseVariants(lines: readonly string[]): Map<string, string> {
-  const variants = new Map<string, string>();
-  for (const line of lines) {
-    const file = VOICE_LINE.exec(line)?.[4];
-    if (file?.startsWith('!v/')) variants.set(file.slice(3).toLowerCase(), file.slice(3));
-  }
-  return variants;
-}
-
-/** eSpeak NG, in process; every engine this returns shares the process's one instance. */
-export function createEspeakEngine(options: { maxTextLength?: number } = {}): SpeechEngine {
+/** The engine's name and version (read from the package), the same in and out of a worker. */
+function espeakIdentity(): { name: string; version: string } {
   const manifest = JSON.parse(readFileSync(espeakFiles().manifest, 'utf8')) as { version: string };
+  return { name: 'espeak-ng', version: `${manifest.version}+${WRAPPER_REVISION}` };
+}
+
+const loadFailure = (e: unknown) =>
+  new SpeechError(
+    'ENGINE_FAILED',
+    `eSpeak NG could not be loaded: ${e instanceof Error ? e.message : String(e)}`,
+  );
+
+/**
+ * eSpeak NG in this thread; every engine this returns shares the thread's one instance. The
+ * server uses `createEspeakEngine` (the same engine in a worker thread); tests hold the
+ * worker's answers to this one's. `plainOutput`: the WAV goes to a file of the in-memory file
+ * system, as espeak-ng writes it unless told otherwise (tests hold the device to it).
+ */
+export function createEspeakInProcess(
+  options: { maxTextLength?: number; plainOutput?: boolean } = {},
+): SpeechEngine {
+  const output = options.plainOutput ? 'plain' : 'device';
+  return engineOver(
+    {
+      voices: () => espeakVoices().catch((e: unknown) => Promise.reject(loadFailure(e))),
+      async run(args, text) {
+        const done = await runEspeak(args, text, output).catch((e: unknown) =>
+          Promise.reject(loadFailure(e)),
+        );
+        if ('failure' in done) throw new SpeechError('ENGINE_FAILED', done.failure);
+        return done.wav;
+      },
+    },
+    options.maxTextLength ?? DEFAULT_MAX_TEXT_LENGTH,
+  );
+}
+
+/** The engine over a runner: checks, arguments, batches cut at their breaks. */
+function engineOver(runner: EspeakRunner, maxTextLength: number): SpeechEngine {
+  let voices: { languages: SpeechLanguage[]; variants: Map<string, string> } | undefined;
+  const known = async () => {
+    if (!voices) {
+      const v = await runner.voices();
+      voices = { languages: v.languages, variants: new Map(v.variants) };
+    }
+    return voices;
+  };
+  const say = async (job: { text: string; args: string[] }, view = false) =>
+    decodeWav(await runner.run(job.args, job.text), { view });
 
   const engine: SpeechEngine = {
-    name: 'espeak-ng',
-    version: `${manifest.version}+${WRAPPER_REVISION}`,
-    maxTextLength: options.maxTextLength ?? DEFAULT_MAX_TEXT_LENGTH,
+    ...espeakIdentity(),
+    maxTextLength,
     async voices() {
-      return (await loadEspeakOrFail()).languages;
+      return (await known()).languages;
     },
     async synthesize(text, request) {
-      const loaded = await loadEspeakOrFail();
-      return synthesizeNow(loaded, checkedArgs(loaded, text, request));
+      return say(checkedArgs(await known(), text, request));
     },
     async synthesizeMany(texts, request) {
-      const loaded = await loadEspeakOrFail();
-      const jobs = texts.map((text) => checkedArgs(loaded, text, request));
-      if (jobs.length <= 1) return Promise.all(jobs.map((job) => synthesizeNow(loaded, job)));
+      const v = await known();
+      const jobs = texts.map((text) => checkedArgs(v, text, request));
+      if (jobs.length <= 1) return Promise.all(jobs.map((job) => say(job)));
       // one run says them all, a long break apart, and its audio is cut at the breaks: a
       // run's start costs far more than a short text (docs/performance.md, part (i))
       const joined = {
@@ -423,19 +135,28 @@ export function createEspeakEngine(options: { maxTextLength?: number } = {}): Sp
         text: `<speak>${jobs.map((j) => escapeXml(j.text)).join(`<break time="${BATCH_BREAK_MS}ms"/>`)}</speak>`,
         args: ['-m', ...jobs[0]!.args],
       };
-      const all = await synthesizeNow(loaded, joined);
+      // a view of the run's output: the pieces cut from it are copies
+      const all = await say(joined, true);
       const pieces = splitAtBreaks(all.samples, all.sampleRate, jobs.length);
       // a text with a pause as long as the break in it (it cannot be cut right): one by one
-      if (!pieces) return Promise.all(jobs.map((job) => synthesizeNow(loaded, job)));
+      if (!pieces) {
+        const each: SynthesizedSpeech[] = [];
+        for (const job of jobs) each.push(await say(job));
+        return each;
+      }
       return pieces.map((samples) => ({ samples, sampleRate: all.sampleRate }));
     },
   };
 
-  function checkedArgs(loaded: LoadedEspeak, text: string, request: SpeechOptions) {
-    const checked = checkSpeechRequest(text, request, engine, loaded.languages);
+  function checkedArgs(
+    v: { languages: SpeechLanguage[]; variants: Map<string, string> },
+    text: string,
+    request: SpeechOptions,
+  ) {
+    const checked = checkSpeechRequest(text, request, engine, v.languages);
     let voice = checked.lang;
     if (checked.voice !== undefined) {
-      const variant = loaded.variants.get(checked.voice.trim().toLowerCase());
+      const variant = v.variants.get(checked.voice.trim().toLowerCase());
       if (!variant) {
         throw new SpeechError(
           'UNKNOWN_VOICE',
@@ -446,10 +167,7 @@ export function createEspeakEngine(options: { maxTextLength?: number } = {}): Sp
       voice = `${checked.lang}+${variant}`;
     }
     const wpm = String(Math.round(NORMAL_WPM * checked.rate));
-    return {
-      text: checked.text,
-      args: ['-v', voice, '-s', wpm, '-b', '1', '-f', '/in.txt', '-w', '/out.wav'],
-    };
+    return { text: checked.text, args: ['-v', voice, '-s', wpm, '-b', '1', '-f', '/in.txt'] };
   }
 
   return engine;
@@ -492,44 +210,148 @@ export function splitAtBreaks(
   return pieces.length === count ? pieces : undefined;
 }
 
-async function synthesizeNow(
-  loaded: LoadedEspeak,
-  job: { text: string; args: string[] },
-): Promise<SynthesizedSpeech> {
-  if (loaded.instance.state.failed !== undefined) {
-    await replaceInstance(loaded).catch((e: unknown) => {
-      throw new SpeechError(
-        'ENGINE_FAILED',
-        `eSpeak NG could not be started again: ${e instanceof Error ? e.message : String(e)}`,
+/**
+ * How long the worker thread of `createEspeakEngine` may sit idle before it is ended. Ended,
+ * its WebAssembly memory, compiled code and heap go back to the operating system (about 70 MB
+ * of RSS, docs/performance.md); started again, it costs about 0.3 s of CPU, so a server that
+ * renders now and then spends at most 3% of a core on restarts.
+ */
+export const ESPEAK_IDLE_MS = 10_000;
+
+/** What the worker is asked (src/speech/espeak-worker.ts answers). */
+export type EspeakWorkerRequest = { id: number } & (
+  | { kind: 'voices' }
+  | { kind: 'run'; args: string[]; text: string }
+);
+
+/** The worker's answer to one request, with its start-up figures. */
+export type EspeakWorkerReply = { id: number; startup?: EspeakStartup } & (
+  | { ok: true; voices?: EspeakVoices; wav?: Uint8Array }
+  | { ok: false; failure: string; loading?: boolean }
+);
+
+interface EngineThread {
+  worker: Worker;
+  pending: Map<number, { resolve: (r: EspeakWorkerReply) => void; reject: (e: Error) => void }>;
+  idle?: NodeJS.Timeout;
+  idleMs: number;
+}
+
+let thread: EngineThread | undefined;
+let nextRequest = 1;
+let workersStarted = 0;
+let workerStartup: EspeakStartup | undefined;
+/** The voices, from the first worker that listed them (the same engine lists the same). */
+let voicesSeen: EspeakVoices | undefined;
+
+/**
+ * The worker thread, started on demand. Built, it is espeak-worker.js beside this file; run
+ * from the TypeScript sources (tests, `npm run dev`, the bench process), the worker loads them
+ * through tsx, as its parent does.
+ */
+function startThread(idleMs: number): EngineThread {
+  const fromSource = fileURLToPath(import.meta.url).endsWith('.ts');
+  const script = new URL(`./espeak-worker.${fromSource ? 'ts' : 'js'}`, import.meta.url);
+  // tsx's ES module API (`tsx/esm/api` with the import condition), beside the CommonJS one
+  // that require resolves to
+  const tsx = fromSource
+    ? pathToFileURL(join(dirname(requireHere.resolve('tsx/esm/api')), 'index.mjs')).href
+    : '';
+  const worker = fromSource
+    ? new Worker(
+        `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(script.href)}); })`,
+        { eval: true },
+      )
+    : new Worker(script);
+  workersStarted += 1;
+  const t: EngineThread = { worker, pending: new Map(), idleMs };
+  worker.on('message', (reply: EspeakWorkerReply) => {
+    if (reply.startup) workerStartup = { ...reply.startup, workers: workersStarted };
+    const waiting = t.pending.get(reply.id);
+    if (!waiting) return;
+    t.pending.delete(reply.id);
+    if (reply.ok) waiting.resolve(reply);
+    else {
+      waiting.reject(
+        reply.loading
+          ? loadFailure(reply.failure)
+          : new SpeechError('ENGINE_FAILED', reply.failure),
       );
-    });
-  }
-  const run = runProgram(loaded.instance, job.args, job.text);
-  if (startup) startup.runs += 1;
-  if (run.error !== undefined || run.status !== 0 || !run.wav) {
-    // the request was checked, so this is the instance failing: the next synthesis gets a
-    // fresh one (if that cannot start either, the next one tries again)
-    await replaceInstance(loaded).catch(() => {
-      loaded.instance.state.failed ??= 'it could not be replaced';
-    });
-    const said = run.error ?? (run.err.find((line) => line.startsWith('Error')) || 'no audio');
-    throw new SpeechError('ENGINE_FAILED', `eSpeak NG failed (status ${run.status}): ${said}`);
-  }
-  return decodeWav(run.wav);
+    }
+    if (t.pending.size === 0) idleThread(t);
+  });
+  const failed = (why: string) => {
+    clearTimeout(t.idle);
+    if (thread === t) thread = undefined;
+    for (const waiting of t.pending.values()) {
+      waiting.reject(new SpeechError('ENGINE_FAILED', `eSpeak NG's worker thread ${why}`));
+    }
+    t.pending.clear();
+  };
+  worker.on('error', (e) => failed(`failed: ${e.message}`));
+  worker.on('exit', (code) => failed(`stopped (exit code ${code})`));
+  return t;
 }
 
-async function replaceInstance(loaded: LoadedEspeak): Promise<void> {
-  loaded.instance = await startInstance(loaded.factory, loaded.compiled);
-  if (startup) startup.instances += 1;
+/** Whether the worker thread of `createEspeakEngine` is running now (it ends when idle). */
+export function espeakWorkerRunning(): boolean {
+  return thread !== undefined;
 }
 
-async function loadEspeakOrFail(): Promise<LoadedEspeak> {
-  try {
-    return await loadEspeak();
-  } catch (e) {
-    throw new SpeechError(
-      'ENGINE_FAILED',
-      `eSpeak NG could not be loaded: ${e instanceof Error ? e.message : String(e)}`,
-    );
-  }
+/** Nothing asked: the thread no longer holds the process open, and ends after idleMs. */
+function idleThread(t: EngineThread): void {
+  t.worker.unref();
+  clearTimeout(t.idle);
+  t.idle = setTimeout(() => {
+    if (t.pending.size > 0) return;
+    if (thread === t) thread = undefined;
+    void t.worker.terminate();
+  }, t.idleMs);
+  t.idle.unref();
+}
+
+type Asked = EspeakWorkerRequest extends infer R
+  ? R extends unknown
+    ? Omit<R, 'id'>
+    : never
+  : never;
+
+function ask(request: Asked, idleMs: number): Promise<EspeakWorkerReply & { ok: true }> {
+  thread ??= startThread(idleMs);
+  const t = thread;
+  t.idleMs = idleMs;
+  const id = nextRequest++;
+  return new Promise((resolve, reject) => {
+    t.pending.set(id, { resolve: resolve as (r: EspeakWorkerReply) => void, reject });
+    clearTimeout(t.idle);
+    t.worker.ref();
+    t.worker.postMessage({ ...request, id });
+  });
+}
+
+/**
+ * eSpeak NG in a worker thread, the server's engine: synthesis leaves the event loop, and the
+ * thread (with the WebAssembly instance in it) ends after `idleMs` without a request, so an
+ * idle server does not keep the engine's memory; the next request starts it again. Every
+ * engine this returns shares the process's one thread.
+ */
+export function createEspeakEngine(
+  options: { maxTextLength?: number; idleMs?: number } = {},
+): SpeechEngine {
+  const idleMs = options.idleMs ?? ESPEAK_IDLE_MS;
+  return engineOver(
+    {
+      async voices() {
+        voicesSeen ??= (await ask({ kind: 'voices' }, idleMs)).voices;
+        if (!voicesSeen) throw new SpeechError('ENGINE_FAILED', 'eSpeak NG listed no voices');
+        return voicesSeen;
+      },
+      async run(args, text) {
+        const reply = await ask({ kind: 'run', args, text }, idleMs);
+        if (!reply.wav) throw new SpeechError('ENGINE_FAILED', 'eSpeak NG answered no audio');
+        return reply.wav;
+      },
+    },
+    options.maxTextLength ?? DEFAULT_MAX_TEXT_LENGTH,
+  );
 }
