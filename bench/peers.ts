@@ -14,7 +14,8 @@ import { type CpuUse, cpuMeter, cpuSeconds, postgresSampler } from './lib/metric
 
 /** Runs of each side in the alternating comparisons (BENCH_ROUNDS, at least 1; default 3). */
 export function peerRounds(): number {
-  return Math.max(1, Math.round(Number(process.env.BENCH_ROUNDS ?? 3)));
+  const n = Math.round(Number(process.env.BENCH_ROUNDS ?? 3));
+  return Number.isFinite(n) ? Math.max(1, n) : 3;
 }
 
 export function median(values: number[]): number {
