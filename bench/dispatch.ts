@@ -40,14 +40,13 @@ export interface DispatchBench {
   cpuUsPerMessage: { switchboard: number; sandbox: number; postgres: number };
 }
 
-const PREFIX = 'b-';
-
-export async function benchDispatch(ctx: BenchContext): Promise<DispatchBench> {
+/** One drain; `prefix` starts its messages' customerMessageIds (one per round of (b)). */
+export async function benchDispatch(ctx: BenchContext, prefix = 'b-'): Promise<DispatchBench> {
   const messages = Math.round(200_000 * ctx.scale);
   const metricsBefore = await scrape(ctx.server.url);
   ctx.log(`(b) queueing ${messages} messages (one commit) and waiting for the outbox to drain`);
   const start = performance.now();
-  await seedMessages(ctx.db.sql, { prefix: PREFIX, count: messages, outbox: true, analyze: false });
+  await seedMessages(ctx.db.sql, { prefix, count: messages, outbox: true, analyze: false });
   // rows are visible to the dispatcher from their commit on: time and CPU count from here
   const committed = performance.now();
   const cpuBefore = {
@@ -89,7 +88,7 @@ export async function benchDispatch(ctx: BenchContext): Promise<DispatchBench> {
     metricValue(metricsAfter, name, labels) - metricValue(metricsBefore, name, labels);
   const [lists] = await ctx.db.sql`
     select count(distinct messagelist_id)::int as n from messages
-    where customer_message_id like ${`${PREFIX}%`} and messagelist_id is not null`;
+    where customer_message_id like ${`${prefix}%`} and messagelist_id is not null`;
   // the seeding's own time counts only from the commit: before it the rows were invisible
   const seconds = (end - committed) / 1000;
   const requests = lists!.n as number;
