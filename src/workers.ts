@@ -60,7 +60,7 @@ export interface Workers {
 // an arbitrary constant shared by every Switchboard process: "the dispatcher leader"
 const LEADER_LOCK = 0x5b_0002;
 
-interface Loop {
+export interface Loop {
   wake(): void;
   stop(): Promise<void>;
 }
@@ -76,7 +76,7 @@ export const ENDPOINTS_CHANGED = 'switchboard_endpoints';
  * Runs `step` repeatedly: again at once while it reports more work, else after `idleMs` (or
  * when woken). With `waitFirst`, the first step waits too.
  */
-function loop(
+export function loop(
   name: string,
   logger: Logger,
   idleMs: number,
@@ -86,11 +86,19 @@ function loop(
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let wakeUp: (() => void) | undefined;
+  // a wake while a step runs is kept: the next sleep returns at once (else it was lost, and
+  // what it announced waited for the next poll)
+  let woken = false;
   const sleep = async () => {
+    if (woken) {
+      woken = false;
+      return;
+    }
     await new Promise<void>((resolve) => {
       wakeUp = resolve;
       timer = setTimeout(resolve, idleMs);
     });
+    wakeUp = undefined;
     clearTimeout(timer);
   };
   const run = (async () => {
@@ -110,7 +118,10 @@ function loop(
     }
   })();
   return {
-    wake: () => wakeUp?.(),
+    wake: () => {
+      if (wakeUp) wakeUp();
+      else woken = true;
+    },
     async stop() {
       stopped = true;
       wakeUp?.();
