@@ -44,7 +44,7 @@ import { openDatabase, rowsOf } from '../src/db/client.ts';
 import { createLogger } from '../src/logger.ts';
 import { type BenchContext, round, sleep } from './context.ts';
 import { ROOT } from './lib/children.ts';
-import { type CpuUse, cpuMeter } from './lib/metrics.ts';
+import { type CpuUse, cpuMeter, rssWatch } from './lib/metrics.ts';
 
 const FLOW = 'appointment-reminder';
 const ROWS = 1_000_000;
@@ -309,32 +309,16 @@ async function csvUpload(
 ): Promise<{ seconds: number; cpu: CpuUse; memory: MemoryRise }> {
   await sleep(1000); // the garbage of what ran before has a chance to go before the baseline
   ctx.log(`(j) a CSV campaign of ${rows} rows, streamed to /v1/campaigns (${framing})`);
-  const rss = () => (ctx.server.memory()?.rssKiB ?? 0) * 1024;
-  const before = rss();
-  let peak = before;
-  const timer = setInterval(() => {
-    peak = Math.max(peak, rss());
-  }, 20);
+  const watch = rssWatch(ctx.server);
   try {
     const meter = await cpuMeter(ctx.server.pid, ctx.db);
     const t0 = performance.now();
     await uploadCsv(ctx, 0, rows, framing);
     const seconds = (performance.now() - t0) / 1000;
     const cpu = await meter.stop(rows);
-    peak = Math.max(peak, rss());
-    return {
-      seconds,
-      cpu,
-      memory: {
-        rows,
-        rssBeforeMB: round(before / 1e6, 1),
-        rssPeakMB: round(peak / 1e6, 1),
-        riseMB: round((peak - before) / 1e6, 1),
-        goalMB: GOAL_RSS_MB,
-      },
-    };
+    return { seconds, cpu, memory: { rows, ...watch.stop(), goalMB: GOAL_RSS_MB } };
   } finally {
-    clearInterval(timer);
+    watch.stop();
   }
 }
 

@@ -29,7 +29,7 @@ import { encodeAudio } from '../src/speech/audio.ts';
 import { createEspeakEngine } from '../src/speech/espeak.ts';
 import { type BenchContext, round, sleep } from './context.ts';
 import { type LoadResult, runLoad } from './lib/load.ts';
-import { type CpuUse, cpuMeter } from './lib/metrics.ts';
+import { type CpuUse, cpuMeter, rssWatch } from './lib/metrics.ts';
 
 const RECORDED = 'reminder-recorded';
 const SPOKEN = 'reminder-spoken';
@@ -373,12 +373,7 @@ async function memoryRise(ctx: BenchContext, count: number): Promise<SpokenBench
   const warm = { name: `${distinctNames(1, 4)[0]} Engine`, date: ds[0]! };
   await waitDispatched(ctx, await startCalls(ctx, SPOKEN, [warm], 1));
   await sleep(1000); // the previous case's garbage has a chance to go
-  const rss = () => (ctx.server.memory()?.rssKiB ?? 0) * 1024;
-  const before = rss();
-  let peak = before;
-  const timer = setInterval(() => {
-    peak = Math.max(peak, rss());
-  }, 20);
+  const watch = rssWatch(ctx.server);
   try {
     const meter = await cpuMeter(ctx.server.pid, ctx.db);
     const t0 = performance.now();
@@ -386,18 +381,15 @@ async function memoryRise(ctx: BenchContext, count: number): Promise<SpokenBench
     await waitDispatched(ctx, ids);
     const seconds = (performance.now() - t0) / 1000;
     const cpu = await meter.stop(ids.length);
-    peak = Math.max(peak, rss());
     return {
       calls: ids.length,
-      rssBeforeMB: round(before / 1e6, 1),
-      rssPeakMB: round(peak / 1e6, 1),
-      riseMB: round((peak - before) / 1e6, 1),
+      ...watch.stop(),
       goalMB: GOAL_RSS_MB,
       seconds: round(seconds, 2),
       cpu,
     };
   } finally {
-    clearInterval(timer);
+    watch.stop();
   }
 }
 

@@ -1,6 +1,7 @@
 /** Reads a few series from a server's Prometheus text at /metrics, and CPU time from /proc. */
 import { readFileSync } from 'node:fs';
 import type postgres from 'postgres';
+import { round } from '../context.ts';
 
 /** Sum of every sample of `name` whose labels contain all of `labels`. */
 export function metricValue(
@@ -157,5 +158,26 @@ export function machineShare(before: MachineTicks, after: MachineTicks): Machine
   return {
     busyPercent: pct(after.busy - before.busy),
     stealPercent: pct(after.steal - before.steal),
+  };
+}
+
+/**
+ * A process's RSS sampled every 20 ms from now until `stop`: where it started, its peak and
+ * the rise, in MB (one decimal). `stop` takes a last sample; calling it again is harmless.
+ */
+export function rssWatch(proc: { memory(): { rssKiB: number } | undefined }) {
+  const rss = () => (proc.memory()?.rssKiB ?? 0) * 1024;
+  const mb = (bytes: number) => round(bytes / 1e6, 1);
+  const before = rss();
+  let peak = before;
+  const timer = setInterval(() => {
+    peak = Math.max(peak, rss());
+  }, 20);
+  return {
+    stop() {
+      clearInterval(timer);
+      peak = Math.max(peak, rss());
+      return { rssBeforeMB: mb(before), rssPeakMB: mb(peak), riseMB: mb(peak - before) };
+    },
   };
 }

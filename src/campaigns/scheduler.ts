@@ -17,7 +17,7 @@
  *    attempt.
  * 4. **Finish** running campaigns with nothing left open.
  */
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { and, eq, inArray, type SQL, sql } from 'drizzle-orm';
 import { DateTime } from 'luxon';
 import type { StartDeps } from '../calls/deps.ts';
 import { STARTED, statScope } from '../calls/start.ts';
@@ -61,6 +61,14 @@ const RELEASE_LIMIT = 500;
 const SETTLE_LIMIT = 1000;
 /** The longest burst a campaign's pace allows after a pause: a minute's worth. */
 const BURST_MS = 60_000;
+
+/** Values as a list of SQL parameters, for `in (...)`. */
+function inList(values: readonly string[]): SQL {
+  return sql.join(
+    values.map((v) => sql`${v}`),
+    sql`, `,
+  );
+}
 
 /** One round; true when it did something (the loop then runs again at once). */
 export async function runCampaigns(deps: SchedulerDeps): Promise<boolean> {
@@ -192,10 +200,7 @@ export function messageAttemptEnd(
 }
 
 /** The message statuses that settle an attempt (`messageAttemptEnd` not null), as SQL. */
-const SETTLING_STATUSES = sql.join(
-  MESSAGE_STATUSES.filter((s) => messageAttemptEnd(s) !== null).map((s) => sql`${s}`),
-  sql`, `,
-);
+const SETTLING_STATUSES = inList(MESSAGE_STATUSES.filter((s) => messageAttemptEnd(s) !== null));
 
 /** The attempts in flight that ended: calls ended or failed, messages delivered or failed. */
 async function endedAttempts(tx: Tx): Promise<Ended[]> {
@@ -511,10 +516,9 @@ async function release(deps: SchedulerDeps, campaign: Running): Promise<number> 
 }
 
 /** A recipient's in-flight states, as SQL. */
-const IN_FLIGHT = sql.join(
-  IN_FLIGHT_STATES.map((s) => sql`${s}`),
-  sql`, `,
-);
+const IN_FLIGHT = inList(IN_FLIGHT_STATES);
+/** The recipients' open states, as SQL. */
+const OPEN = inList(OPEN_RECIPIENT_STATES);
 
 /** Starts the calls of a flow campaign's released recipients; one refused is skipped. */
 async function startCalls(
@@ -578,31 +582,54 @@ async function sendMessages(
     now,
     subscriptionsOf(deps.db).wants('message.status'),
   );
-  const rows = checked.prepared.map((p) => {
-    const due = going[p.index]!;
-    return { id: due.id, message_id: p.row.id!, attempts: due.attempts + 1 };
-  });
   // every id is new (UUIDv7, no customerMessageId given): all of them are stored
-  if (stored.size !== rows.length) throw new Error('a campaign message was not stored');
+  if (stored.size !== checked.prepared.length) throw new Error('a campaign message was not stored');
+  await attemptsStarted(
+    tx,
+    campaign.id,
+    'sending',
+    checked.prepared.map((p) => ({ due: going[p.index]!, callId: null, messageId: p.row.id! })),
+    now,
+  );
+  return checked.prepared.length;
+}
+
+/**
+ * Released recipients whose attempt is now in flight: each marked `calling` (its call's id in
+ * `call_id`) or `sending` (its message's in `message_id`), and its attempt written, with the
+ * call's own message for a call.
+ */
+async function attemptsStarted(
+  tx: Tx,
+  campaignId: string,
+  state: 'calling' | 'sending',
+  started: ReadonlyArray<{ due: Due; callId: string | null; messageId: string | null }>,
+  now: Date,
+): Promise<void> {
+  const rows = started.map((s) => ({
+    id: s.due.id,
+    in_flight: state === 'calling' ? s.callId : s.messageId,
+    attempts: s.due.attempts + 1,
+  }));
+  const column = sql.raw(state === 'calling' ? 'call_id' : 'message_id');
   await tx.execute(sql`
     update campaign_recipients r
-    set state = 'sending', message_id = v.message_id, attempts = v.attempts, next_at = null,
+    set state = ${state}, ${column} = v.in_flight, attempts = v.attempts, next_at = null,
       updated_at = ${now.toISOString()}::timestamptz
     from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-      as v(id bigint, message_id uuid, attempts integer)
+      as v(id bigint, in_flight uuid, attempts integer)
     where r.id = v.id`);
   await tx.insert(campaignAttempts).values(
-    rows.map((r) => ({
-      recipientId: r.id,
-      campaignId: campaign.id,
-      attempt: r.attempts,
-      callId: null,
-      messageId: r.message_id,
+    started.map((s) => ({
+      recipientId: s.due.id,
+      campaignId,
+      attempt: s.due.attempts + 1,
+      callId: s.callId,
+      messageId: s.messageId,
       startedAt: now,
       state: 'queued',
     })),
   );
-  return rows.length;
 }
 
 /** The number's next local midnight (its first zone's; UTC without one). */
@@ -641,24 +668,12 @@ async function storeStarted(
     tx,
     ready.map((r) => ({ scope: statScope(compiled, r.p), entries: [STARTED] })),
   );
-  const rows = ready.map((r) => ({ id: r.due.id, call_id: r.p.id, attempts: r.due.attempts + 1 }));
-  await tx.execute(sql`
-    update campaign_recipients r
-    set state = 'calling', call_id = v.call_id, attempts = v.attempts, next_at = null,
-      updated_at = ${now.toISOString()}::timestamptz
-    from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-      as v(id bigint, call_id uuid, attempts integer)
-    where r.id = v.id`);
-  await tx.insert(campaignAttempts).values(
-    ready.map((r) => ({
-      recipientId: r.due.id,
-      campaignId,
-      attempt: r.due.attempts + 1,
-      callId: r.p.id,
-      messageId: r.p.message.row.id ?? null,
-      startedAt: now,
-      state: 'queued',
-    })),
+  await attemptsStarted(
+    tx,
+    campaignId,
+    'calling',
+    ready.map((r) => ({ due: r.due, callId: r.p.id, messageId: r.p.message.row.id ?? null })),
+    now,
   );
 }
 
@@ -687,17 +702,13 @@ async function markRecipients(
 
 async function finishDone(deps: SchedulerDeps): Promise<number> {
   const now = deps.clock.now();
-  const open = sql.join(
-    OPEN_RECIPIENT_STATES.map((s) => sql`${s}`),
-    sql`, `,
-  );
   return deps.db.transaction(async (tx) => {
     const rows = rowsOf<{ id: string }>(
       await tx.execute(sql`
         update campaigns c set state = 'done', finished_at = ${now.toISOString()}::timestamptz,
           updated_at = ${now.toISOString()}::timestamptz
         where c.state = 'running' and not exists (
-          select 1 from campaign_recipients r where r.campaign_id = c.id and r.state in (${open}))
+          select 1 from campaign_recipients r where r.campaign_id = c.id and r.state in (${OPEN}))
         returning c.id`),
     );
     for (const r of rows) deps.logger.info({ campaign: r.id }, 'campaign done');
