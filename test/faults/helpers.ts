@@ -5,7 +5,7 @@
  * (initdb into a temp dir), which a test may stop and restart without touching the shared one.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -109,6 +109,34 @@ export function freePort(): Promise<number> {
   });
 }
 
+/**
+ * A free port that no other process will be handed while this one is briefly closed: below
+ * the kernel's ephemeral range (net.ipv4.ip_local_port_range), from which every listen(0) of
+ * the suite's other servers and every outgoing connection takes its port. For a server that
+ * is stopped and started again on the same port (a private Postgres crashed on purpose): a
+ * port from freePort() can be taken by another test's server in between, and then the
+ * clients of the stopped one talk to a stranger.
+ */
+export async function stablePort(): Promise<number> {
+  let low = 32768;
+  try {
+    low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').split(/\s+/)[0]);
+  } catch {
+    // not Linux: the usual lower bound of the range
+  }
+  const floor = Math.min(20_000, low - 1000);
+  for (let i = 0; i < 50; i++) {
+    const port = floor + Math.floor(Math.random() * (low - floor));
+    const free = await new Promise<boolean>((resolve) => {
+      const srv = createServer();
+      srv.once('error', () => resolve(false));
+      srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+  throw new Error(`no free port in ${floor}-${low - 1}`);
+}
+
 const PG_BIN = '/usr/lib/postgresql/15/bin';
 
 /** Whether this machine can run a private Postgres (the Debian server binaries are there). */
@@ -142,7 +170,8 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   };
   const data = join(dir, 'data');
   run('initdb', ['-A', 'trust', '-U', 'postgres', '-D', data, '--no-sync']);
-  const port = await freePort();
+  // it is stopped and started again on this port: one no other server can be given meanwhile
+  const port = await stablePort();
   const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50`;
   const start = () =>
     run('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'log'), '-w', 'start']);
@@ -167,6 +196,15 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
 
 /** Posts `body` to `url`; the status, or 0 when no answer came (connection refused or reset). */
 export async function post(url: string, body: string, signal?: AbortSignal): Promise<number> {
+  return (await postWhy(url, body, signal)).status;
+}
+
+/** As post, with why no answer came (the error and its cause) when the status is 0. */
+export async function postWhy(
+  url: string,
+  body: string,
+  signal?: AbortSignal,
+): Promise<{ status: number; why?: string }> {
   try {
     const res = await fetch(url, {
       method: 'POST',
@@ -175,9 +213,10 @@ export async function post(url: string, body: string, signal?: AbortSignal): Pro
       ...(signal && { signal }),
     });
     await res.arrayBuffer();
-    return res.status;
-  } catch {
-    return 0;
+    return { status: res.status };
+  } catch (err) {
+    const cause = (err as { cause?: unknown }).cause;
+    return { status: 0, why: `${String(err)}${cause ? ` (${String(cause)})` : ''}` };
   }
 }
 
