@@ -187,6 +187,14 @@ export const EnvSchema = z.object({
     }
     return Number(v);
   }),
+  // the timelines' day partitions (src/db/partitions.ts): made by the server, or by another tool
+  PARTITIONS: optionalString.transform((v, ctx) => {
+    if (v === undefined) return 'switchboard' as const;
+    if (v === 'switchboard' || v === 'external') return v;
+    ctx.addIssue({ code: 'custom', message: `must be "switchboard" or "external", got "${v}"` });
+    return z.NEVER;
+  }),
+  PARTITIONS_AHEAD_DAYS: positiveInt(7),
   // a Viber reply that is one of these words, as a whole, opts its sender out (docs/opt-outs.md)
   OPT_OUT_WORDS: optionalString.transform((v): readonly string[] => {
     if (v === undefined) return DEFAULT_OPT_OUT_WORDS;
@@ -329,6 +337,11 @@ export interface Config {
   messageLifetimeSeconds: number;
   /** raw callbacks, message texts and events older than this many days are removed; unset: kept */
   retentionDays: number | undefined;
+  /**
+   * PARTITIONS: who makes and drops the timelines' day partitions: the server (`switchboard`,
+   * PARTITIONS_AHEAD_DAYS ahead) or another tool (`external`: pg_partman, docs/scaling.md)
+   */
+  partitions: { managed: boolean; aheadDays: number };
   /** OPT_OUT_WORDS: a Viber reply that is one of these, as a whole, opts its sender out */
   optOutWords: readonly string[];
   /** SANDBOX_DIALECT: what the built-in sandbox reports (src/sandbox/dialect.ts); default docs */
@@ -486,6 +499,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     expireMarginMs: e.EXPIRE_MARGIN_SECONDS * 1000,
     messageLifetimeSeconds: e.MESSAGE_LIFETIME_SECONDS,
     retentionDays: e.RETENTION_DAYS,
+    partitions: { managed: e.PARTITIONS === 'switchboard', aheadDays: e.PARTITIONS_AHEAD_DAYS },
     optOutWords: e.OPT_OUT_WORDS,
     sandboxDialect: e.SANDBOX_DIALECT,
     campaigns: {

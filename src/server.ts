@@ -13,6 +13,7 @@ import { type Config, isLoopbackHost } from './config.ts';
 import { configuredDatabase, type Database, openDatabase } from './db/client.ts';
 import { urlOnThisHost } from './db/data-dir-lock.ts';
 import { migrateDatabase } from './db/migrate.ts';
+import { ensurePartitions } from './db/partitions.ts';
 import { openReadReplica } from './db/replica.ts';
 import { applyEndpointsFile, loadEndpointsFile } from './events/endpoints-file.ts';
 import { createTokenStore } from './http/api-tokens.ts';
@@ -20,6 +21,7 @@ import { answerClientErrors } from './http/client-errors.ts';
 import { createMetrics } from './http/metrics.ts';
 import { createOutboundPolicy } from './http/outbound.ts';
 import type { Logger } from './logger.ts';
+import { retentionCutoff } from './privacy/retention.ts';
 import { loadWebhookSecrets } from './privacy/webhook-secret.ts';
 import { type CascadeAuth, createCascadeClient } from './provider/cascade.ts';
 import { createProviderClient, type ProviderAuth } from './provider/client.ts';
@@ -95,6 +97,14 @@ export async function startServer(
   );
   await migrateDatabase(database);
   logger.info('migrations applied');
+  if (config.partitions.managed) {
+    // today's and the next days' partitions before the first write (src/db/partitions.ts)
+    const now = systemClock.now();
+    const made = await ensurePartitions(database.db, now, config.partitions.aheadDays, {
+      keepFrom: config.retentionDays ? retentionCutoff(now, config.retentionDays) : undefined,
+    });
+    if (made.length > 0) logger.info({ partitions: made.length }, 'day partitions made');
+  }
   // DATABASE_READ_URL: the read routes query a streaming replica (docs/scaling.md)
   const replica =
     config.databaseReadUrl === undefined
@@ -274,6 +284,7 @@ export async function startServer(
       expireMarginMs: config.expireMarginMs,
     },
     retentionDays: config.retentionDays,
+    partitions: config.partitions.managed ? { aheadDays: config.partitions.aheadDays } : undefined,
     outbound: outbound.send,
     prompts: { graceMs: config.speech.graceMs, removeFiles: prompts.removeFiles },
     spoken: speech.spoken,

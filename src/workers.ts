@@ -8,6 +8,7 @@ import { callDispatchHook, type EventDeps, fireDueTimers } from './calls/events.
 import { runCampaigns, type SchedulerDeps } from './campaigns/scheduler.ts';
 import type { Clock } from './clock.ts';
 import type { Database, LeaderLock } from './db/client.ts';
+import { ensurePartitions } from './db/partitions.ts';
 import { createEndpointRateLimiter, deliverOnce } from './events/deliver.ts';
 import { subscriptionsOf } from './events/subscriptions.ts';
 import { removeExpiredKeys } from './http/idempotency.ts';
@@ -22,7 +23,12 @@ import {
 } from './messages/dispatcher.ts';
 import { attachPending, type IngestDeps } from './messages/ingest.ts';
 import { expireOverdue, pollOnce, type StatusLookup } from './messages/poller.ts';
-import { removeEndedPrompts, runRetention } from './privacy/retention.ts';
+import {
+  RETENTION_STEPS,
+  removeEndedPrompts,
+  retentionCutoff,
+  runRetention,
+} from './privacy/retention.ts';
 import type { SpokenPrompts } from './speech/spoken.ts';
 import type { PromptStore } from './speech/store.ts';
 
@@ -41,6 +47,8 @@ export interface WorkerDeps {
   calls: EventDeps;
   /** RETENTION_DAYS: older raw callbacks, message texts and events are removed; unset keeps all */
   retentionDays?: number | undefined;
+  /** the timelines' day partitions, when the server makes and drops them (src/db/partitions.ts) */
+  partitions?: { aheadDays: number } | undefined;
   /** the outbound policy's send, for events to the user's endpoints (unset: none are sent) */
   outbound?: OutboundSend;
   /** the campaign scheduler's dependencies; unset: campaigns do not run here */
@@ -227,9 +235,36 @@ export function startWorkers(deps: WorkerDeps): Workers {
       (await removeEndedPrompts(deps.database.db, deps.clock.now(), deps.prompts.graceMs, 500));
     if (prompts) await deps.prompts?.removeFiles(prompts.files);
     if (deps.retentionDays === undefined) return keys.more || prompts?.more === true;
-    const kept = await runRetention(deps.database.db, deps.clock, deps.retentionDays, 500);
+    const kept = await runRetention(
+      deps.database.db,
+      deps.clock,
+      deps.retentionDays,
+      500,
+      deps.partitions
+        ? RETENTION_STEPS
+        : RETENTION_STEPS.filter((s) => s.kind !== 'eventPartitions'),
+    );
     return kept.more || keys.more || prompts?.more === true;
   });
+  // the timelines' day partitions (leader only): PARTITIONS_AHEAD_DAYS ahead, checked hourly
+  // (the start made them too: src/server.ts)
+  const partitions =
+    deps.partitions &&
+    loop(
+      'partitions',
+      logger,
+      HOUR,
+      async () => {
+        if (!wasLeader || !deps.partitions) return false;
+        const now = deps.clock.now();
+        const made = await ensurePartitions(deps.database.db, now, deps.partitions.aheadDays, {
+          keepFrom: deps.retentionDays ? retentionCutoff(now, deps.retentionDays) : undefined,
+        });
+        if (made.length > 0) logger.info({ partitions: made }, 'day partitions made');
+        return false;
+      },
+      { waitFirst: true },
+    );
   // campaigns (leader only): start what is due, settle ended attempts, release due
   // recipients at each campaign's pace (src/campaigns/scheduler.ts); every second, again at
   // once while it finds work
@@ -281,6 +316,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
         poller.stop(),
         timers.stop(),
         retention.stop(),
+        partitions?.stop(),
         campaigns?.stop(),
         deliveries?.stop(),
         ...unlisten.map((u) => u?.then((stop) => stop?.())),

@@ -42,7 +42,7 @@ import {
   stepFlow,
   validateVars,
 } from '../flows/index.ts';
-import { uuidv7Floor } from '../privacy/retention.ts';
+import { uuidv7Floor } from '../ids.ts';
 
 /** Why a call was not replayed. */
 export const REPLAY_SKIP_REASONS = [

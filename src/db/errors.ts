@@ -78,3 +78,12 @@ export function isUnstorableText(err: unknown): boolean {
   }
   return false;
 }
+
+/**
+ * Whether `err` (or what it wraps) is Postgres's 55P03: a lock not granted within
+ * lock_timeout (or NOWAIT). Maintenance that gives way to the hot paths retries later.
+ */
+export function isLockNotAvailable(err: unknown): boolean {
+  for (const { code } of causes(err)) if (code === '55P03') return true;
+  return false;
+}

@@ -1,6 +1,7 @@
 /**
  * Retention (RETENTION_DAYS): raw callback bodies, message texts and events older than the
- * limit are removed, a small batch at a time. Each batch is one short statement (or one short
+ * limit are removed, a small batch at a time; the timelines' day partitions whose span ended
+ * before it are dropped whole (src/db/partitions.ts). Each batch is one short statement (or one short
  * transaction) that skips rows someone else holds (SKIP LOCKED), so the hooks, which only
  * ever write new rows and lock recent ones, never wait behind it.
  *
@@ -16,12 +17,18 @@
 import { eq, sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
 import { type Db, rowsOf, type Tx } from '../db/client.ts';
+import { dropPartitionsBefore } from '../db/partitions.ts';
 import { settings } from '../db/schema/index.ts';
+import { uuidv7Floor } from '../ids.ts';
 
 export interface RetentionCounts {
   /** raw callback bodies deleted (with the pending events and inbound messages they carried) */
   rawCallbacks: number;
+  /** day partitions of the timelines dropped whole (src/db/partitions.ts) */
+  eventPartitions: number;
+  /** message events deleted one by one: those in the default partition */
   messageEvents: number;
+  /** call events deleted one by one: those in the default partition */
   callEvents: number;
   /**
    * messages whose texts (payload: text, messageData, menu, a cascade's variables, fallbacks'
@@ -88,13 +95,28 @@ const rawCallbacks: RetentionStep = {
 };
 
 /**
- * An append-only event table with a bigserial id and no time index: ids grow with time, so
- * the oldest `batchSize` rows by id are the candidates, and those older than the cutoff go.
- * Nothing old left among the oldest: done (no scan of the whole table to find nothing).
+ * The timelines' day partitions that end before the cutoff, dropped whole: every event in one
+ * belongs to a message or call made before the limit. A day made or still written to is never
+ * dropped: its span ends after the cutoff.
+ */
+const eventPartitions: RetentionStep = {
+  kind: 'eventPartitions',
+  async run(db, cutoff) {
+    const dropped = await dropPartitionsBefore(db, cutoff);
+    // one day per round: each drop is quick, and the loop comes back at once for the next
+    return { changed: dropped.length, more: dropped.length > 0 };
+  },
+};
+
+/**
+ * The default partition of a timeline (events whose parent's id falls in no day made: a
+ * server stopped past PARTITIONS_AHEAD_DAYS, ids from elsewhere), row by row. Its bigserial
+ * ids grow with time, so the oldest `batchSize` rows by id are the candidates, and those older
+ * than the cutoff go. Nothing old left among the oldest: done (no scan to find nothing).
  */
 function oldestFirst(
   kind: keyof RetentionCounts,
-  table: 'message_events' | 'call_events',
+  table: 'message_events_default' | 'call_events_default',
   timeColumn: 'received_at' | 'at',
 ): RetentionStep {
   return {
@@ -120,12 +142,6 @@ const NO_CURSOR = '00000000-0000-0000-0000-000000000000';
 // messages passed over while unsent or busy, retried on later rounds; beyond this many the
 // cursor waits for them instead (an extraordinary backlog of old unsent messages)
 const MAX_SKIPPED = 10_000;
-
-/** The smallest UUIDv7 of a given millisecond: ids below it were made before then. */
-export function uuidv7Floor(at: Date): string {
-  const hex = Math.max(0, at.getTime()).toString(16).padStart(12, '0');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-0000-0000-000000000000`;
-}
 
 interface TextsState {
   /** every message up to this id has been seen */
@@ -291,12 +307,18 @@ const campaignRecipients: RetentionStep = {
 
 export const RETENTION_STEPS: readonly RetentionStep[] = [
   rawCallbacks,
-  oldestFirst('messageEvents', 'message_events', 'received_at'),
-  oldestFirst('callEvents', 'call_events', 'at'),
+  eventPartitions,
+  oldestFirst('messageEvents', 'message_events_default', 'received_at'),
+  oldestFirst('callEvents', 'call_events_default', 'at'),
   messageTexts,
   outgoingEvents,
   campaignRecipients,
 ];
+
+/** What RETENTION_DAYS keeps at `now`: what is older than this goes. */
+export function retentionCutoff(now: Date, days: number): Date {
+  return new Date(now.getTime() - days * 86_400_000);
+}
 
 /**
  * One round of retention: a batch of each kind older than `days` days (by `clock`). Call it
@@ -311,6 +333,7 @@ export async function runRetention(
 ): Promise<RetentionResult> {
   const removed: RetentionCounts = {
     rawCallbacks: 0,
+    eventPartitions: 0,
     messageEvents: 0,
     callEvents: 0,
     messageTexts: 0,
@@ -319,7 +342,7 @@ export async function runRetention(
   };
   if (days === undefined || days <= 0) return { removed, more: false };
   const now = clock.now();
-  const cutoff = new Date(now.getTime() - days * 86_400_000);
+  const cutoff = retentionCutoff(now, days);
   let more = false;
   for (const step of steps) {
     const result = await step.run(db, cutoff, batchSize, now);

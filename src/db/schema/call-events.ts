@@ -5,6 +5,7 @@ import {
   integer,
   jsonb,
   pgTable,
+  primaryKey,
   text,
   timestamp,
   uniqueIndex,
@@ -20,7 +21,7 @@ import { inbox } from './inbox.ts';
 export const callEvents = pgTable(
   'call_events',
   {
-    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    id: bigserial('id', { mode: 'number' }).notNull(),
     callId: uuid('call_id')
       .notNull()
       .references(() => calls.id, { onDelete: 'cascade' }),
@@ -32,7 +33,11 @@ export const callEvents = pgTable(
     detail: jsonb('detail'),
     at: timestamp('at', { withTimezone: true, mode: 'date' }).notNull(),
   },
-  (t) => [index('call_events_call_idx').on(t.callId, t.id)],
+  (t) => [
+    // partitioned by call_id (migration 0017, src/db/partitions.ts): the key must be in it
+    primaryKey({ columns: [t.id, t.callId] }),
+    index('call_events_call_idx').on(t.callId, t.id),
+  ],
 );
 
 /**

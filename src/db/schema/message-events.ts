@@ -1,4 +1,13 @@
-import { bigserial, index, jsonb, pgTable, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import {
+  bigserial,
+  index,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uuid,
+} from 'drizzle-orm/pg-core';
 
 /**
  * The append-only timeline of a message. `at` is the event's own time (as the source
@@ -8,7 +17,7 @@ import { bigserial, index, jsonb, pgTable, text, timestamp, uuid } from 'drizzle
 export const messageEvents = pgTable(
   'message_events',
   {
-    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    id: bigserial('id', { mode: 'number' }).notNull(),
     // no foreign key to messages: its check was ~6 us of Postgres CPU for each event the
     // dispatcher writes (one per message sent). Events are written for locked, existing
     // messages only, and the one place that deletes messages (privacy/erasure.ts) deletes
@@ -23,7 +32,11 @@ export const messageEvents = pgTable(
       .notNull()
       .defaultNow(),
   },
-  (t) => [index('message_events_message_at_idx').on(t.messageId, t.at, t.id)],
+  (t) => [
+    // partitioned by message_id (migration 0017, src/db/partitions.ts): the key must be in it
+    primaryKey({ columns: [t.id, t.messageId] }),
+    index('message_events_message_at_idx').on(t.messageId, t.at, t.id),
+  ],
 );
 
 export type MessageEventRow = typeof messageEvents.$inferSelect;

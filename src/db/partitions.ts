@@ -1,0 +1,172 @@
+/**
+ * Day partitions of the append-only timelines (migration 0017): `message_events` and
+ * `call_events` are partitioned by RANGE of their parent's id, a UUIDv7 (its first 48 bits are
+ * the millisecond it was made), one partition per UTC day, and a default partition for what
+ * falls outside every day made. So:
+ *
+ * - a read by message or call id (every timeline) touches one partition, whatever the number
+ *   of days kept;
+ * - retention drops whole days (`dropPartitionsBefore`): a file unlinked, no row-by-row
+ *   delete, no bloat, no vacuum behind it;
+ * - the server makes each day's partition ahead (`ensurePartitions`, at start and then hourly
+ *   on the leader): PARTITIONS_AHEAD_DAYS days (default 7). A day it did not make in time
+ *   (a server stopped for longer) fills the default partition meanwhile, and its rows move
+ *   into their partition when it is made.
+ *
+ * A day partition is defined once, in SQL (`switchboard_day_partition`, migration 0017); this
+ * module only says which days. With PARTITIONS=external the server makes and drops none, and
+ * another tool (pg_partman, with its UUIDv7 encoder) owns them: docs/scaling.md.
+ *
+ * @example
+ * await ensurePartitions(db, clock.now(), 7); // today and the 7 days after it exist
+ * const { dropped } = await dropPartitionsBefore(db, cutoff); // days wholly before cutoff
+ */
+import { sql } from 'drizzle-orm';
+import { uuidv7Time } from '../ids.ts';
+import { type Db, type Queryable, rowsOf } from './client.ts';
+import { isLockNotAvailable } from './errors.ts';
+
+/** The partitioned tables and their keys: the parent's UUIDv7. */
+export const PARTITIONED = [
+  { table: 'message_events', key: 'message_id' },
+  { table: 'call_events', key: 'call_id' },
+] as const;
+
+export type PartitionedTable = (typeof PARTITIONED)[number]['table'];
+
+const DAY_MS = 86_400_000;
+
+/** A day partition: its name, table and the span of ids it holds, as times (ms, UTC). */
+export interface DayPartition {
+  table: PartitionedTable;
+  name: string;
+  fromMs: number;
+  toMs: number;
+}
+
+const BOUND = /FROM \('([0-9a-f-]{36})'\) TO \('([0-9a-f-]{36})'\)/;
+
+/**
+ * Every range partition of the partitioned tables, from the catalog (the default partition
+ * is not one), oldest first.
+ */
+export async function listPartitions(db: Queryable): Promise<DayPartition[]> {
+  const rows = rowsOf<{ parent: string; name: string; bound: string }>(
+    await db.execute(sql`
+      select p.relname as parent, c.relname as name,
+        pg_get_expr(c.relpartbound, c.oid) as bound
+      from pg_inherits i
+      join pg_class c on c.oid = i.inhrelid
+      join pg_class p on p.oid = i.inhparent
+      join pg_namespace n on n.oid = p.relnamespace
+      where n.nspname = current_schema()
+        and p.relname in (${sql.join(
+          PARTITIONED.map((t) => sql`${t.table}`),
+          sql`, `,
+        )})`),
+  );
+  const out: DayPartition[] = [];
+  for (const r of rows) {
+    const m = BOUND.exec(r.bound);
+    if (!m) continue; // the default partition
+    out.push({
+      table: r.parent as PartitionedTable,
+      name: r.name,
+      fromMs: uuidv7Time(m[1]!),
+      toMs: uuidv7Time(m[2]!),
+    });
+  }
+  return out.sort((a, b) => a.fromMs - b.fromMs || a.name.localeCompare(b.name));
+}
+
+/** `YYYY-MM-DD` of the UTC day `ms` falls in. */
+function dayOf(ms: number): string {
+  return new Date(Math.floor(ms / DAY_MS) * DAY_MS).toISOString().slice(0, 10);
+}
+
+/**
+ * Makes the day partitions that are missing, on every partitioned table: today's and the
+ * `aheadDays` days after it (UTC), and the days whose events are waiting in the default
+ * partition (a server stopped longer than that; rows from before the migration's days); the
+ * names of those made. Each in its own short transaction, which waits at most `lockTimeoutMs`
+ * for the table (a partition made takes a brief exclusive lock on its parent): one that could
+ * not wait is made on the next round. With `keepFrom` (the retention limit), no day that ended
+ * before it is made: retention would drop it again, and its rows go one by one.
+ */
+export async function ensurePartitions(
+  db: Db,
+  now: Date,
+  aheadDays: number,
+  opts: { keepFrom?: Date | undefined; lockTimeoutMs?: number } = {},
+): Promise<string[]> {
+  const lockTimeoutMs = opts.lockTimeoutMs ?? 2000;
+  const keepFrom = opts.keepFrom ? dayOf(opts.keepFrom.getTime() - DAY_MS) : '';
+  const have = new Set((await listPartitions(db)).map((p) => `${p.table} ${dayOf(p.fromMs)}`));
+  const today = Math.floor(now.getTime() / DAY_MS) * DAY_MS;
+  const ahead = Array.from({ length: aheadDays + 1 }, (_, i) => dayOf(today + i * DAY_MS));
+  const made: string[] = [];
+  for (const { table, key } of PARTITIONED) {
+    // the default partition is empty but for such rows: reading it is a short scan
+    const waiting = rowsOf<{ d: string }>(
+      await db.execute(sql`
+        select distinct switchboard_uuidv7_day(${sql.identifier(key)})::text as d
+        from ${sql.identifier(`${table}_default`)}
+        where switchboard_uuidv7_day(${sql.identifier(key)}) is not null`),
+    ).map((r) => r.d);
+    for (const day of [...new Set([...waiting, ...ahead])].sort()) {
+      // a day ends by keepFrom when it is keepFrom's day before, or earlier ('' when none)
+      if (have.has(`${table} ${day}`) || day <= keepFrom) continue;
+      try {
+        const name = await db.transaction(async (tx) => {
+          await tx.execute(sql`select set_config('lock_timeout', ${`${lockTimeoutMs}ms`}, true)`);
+          const [row] = rowsOf<{ name: string | null }>(
+            await tx.execute(
+              sql`select switchboard_day_partition(${table}, ${key}, ${day}::date) as name`,
+            ),
+          );
+          return row?.name ?? null;
+        });
+        if (name) made.push(name);
+      } catch (err) {
+        // the table was busy past the lock timeout: the next round makes it
+        if (!isLockNotAvailable(err)) throw err;
+      }
+    }
+  }
+  return made;
+}
+
+/**
+ * Drops the day partitions that end at or before `cutoff`: every event in them belongs to a
+ * message or call made before it. Each drop is its own short transaction that waits at most
+ * `lockTimeoutMs` for the table; one that could not is left for the next round. The names of
+ * those dropped, with their row counts as the statistics last saw them (a count would read
+ * what is about to go).
+ */
+export async function dropPartitionsBefore(
+  db: Db,
+  cutoff: Date,
+  lockTimeoutMs = 2000,
+): Promise<{ name: string; rows: number }[]> {
+  const old = (await listPartitions(db)).filter((p) => p.toMs <= cutoff.getTime());
+  const dropped: { name: string; rows: number }[] = [];
+  for (const p of old) {
+    try {
+      const rows = await db.transaction(async (tx) => {
+        await tx.execute(sql`select set_config('lock_timeout', ${`${lockTimeoutMs}ms`}, true)`);
+        const [stats] = rowsOf<{ n: number | string }>(
+          await tx.execute(
+            sql`select greatest(reltuples, 0)::bigint as n from pg_class where relname = ${p.name}`,
+          ),
+        );
+        await tx.execute(sql`drop table if exists ${sql.identifier(p.name)}`);
+        return Number(stats?.n ?? 0);
+      });
+      dropped.push({ name: p.name, rows });
+    } catch (err) {
+      // the table was busy past the lock timeout: the next round drops it
+      if (!isLockNotAvailable(err)) throw err;
+    }
+  }
+  return dropped;
+}
