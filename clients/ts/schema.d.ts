@@ -3297,7 +3297,10 @@ export interface operations {
         /** @description nextCursor of the previous page */
         cursor?: string;
       };
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path?: never;
       cookie?: never;
     };
@@ -3306,6 +3309,8 @@ export interface operations {
       /** @description a page */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -3417,6 +3422,8 @@ export interface operations {
       /** @description per-message results, in request order */
       202: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -3568,7 +3575,10 @@ export interface operations {
   getMessage: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path: {
         /** @description Switchboard id, customerMessageId or the provider's messageId */
         ref: string;
@@ -3580,6 +3590,8 @@ export interface operations {
       /** @description the message */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -3694,7 +3706,10 @@ export interface operations {
         limit?: number;
         cursor?: string;
       };
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path?: never;
       cookie?: never;
     };
@@ -3703,6 +3718,8 @@ export interface operations {
       /** @description a page */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -3802,7 +3819,10 @@ export interface operations {
         /** @description nextCursor of the previous page */
         cursor?: string;
       };
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path?: never;
       cookie?: never;
     };
@@ -3811,6 +3831,8 @@ export interface operations {
       /** @description a page */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -3922,6 +3944,8 @@ export interface operations {
       /** @description already on the list: its first entry */
       200: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -3931,6 +3955,8 @@ export interface operations {
       /** @description added */
       201: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -4082,7 +4108,10 @@ export interface operations {
   getOptOut: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path: {
         /** @description the number, E.164 (the "+" may be sent as %2B) */
         phone: string;
@@ -4094,6 +4123,8 @@ export interface operations {
       /** @description on the list */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -4215,6 +4246,8 @@ export interface operations {
       /** @description taken off the list */
       204: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content?: never;
@@ -4348,6 +4381,8 @@ export interface operations {
       /** @description erased: how many of each kind */
       200: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -4465,7 +4500,10 @@ export interface operations {
         limit?: number;
         cursor?: string;
       };
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path?: never;
       cookie?: never;
     };
@@ -4474,6 +4512,8 @@ export interface operations {
       /** @description a page */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -4597,6 +4637,8 @@ export interface operations {
       /** @description queued */
       202: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -4775,6 +4817,8 @@ export interface operations {
       /** @description per-call results in request order */
       202: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -4931,7 +4975,10 @@ export interface operations {
   getCall: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path: {
         id: string;
       };
@@ -4942,6 +4989,8 @@ export interface operations {
       /** @description the call */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -5055,7 +5104,10 @@ export interface operations {
         limit?: number;
         cursor?: string;
       };
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path?: never;
       cookie?: never;
     };
@@ -5064,6 +5116,8 @@ export interface operations {
       /** @description a page */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -5192,6 +5246,8 @@ export interface operations {
       /** @description stored, with the rows refused one by one */
       201: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -5350,7 +5406,10 @@ export interface operations {
   getCampaign: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path: {
         id: string;
       };
@@ -5361,6 +5420,8 @@ export interface operations {
       /** @description the campaign */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -5473,7 +5534,10 @@ export interface operations {
         limit?: number;
         cursor?: string;
       };
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path: {
         id: string;
       };
@@ -5484,6 +5548,8 @@ export interface operations {
       /** @description a page of results (or the CSV) */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -5608,6 +5674,8 @@ export interface operations {
       /** @description the campaign */
       200: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -5759,6 +5827,8 @@ export interface operations {
       /** @description the campaign */
       200: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -5910,6 +5980,8 @@ export interface operations {
       /** @description the campaign */
       200: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -6047,7 +6119,10 @@ export interface operations {
   listFlows: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path?: never;
       cookie?: never;
     };
@@ -6056,6 +6131,8 @@ export interface operations {
       /** @description flows */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -6153,7 +6230,10 @@ export interface operations {
   getFlow: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path: {
         id: string;
       };
@@ -6164,6 +6244,8 @@ export interface operations {
       /** @description the flow */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -6288,6 +6370,8 @@ export interface operations {
       /** @description the flow was replaced */
       200: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -6297,6 +6381,8 @@ export interface operations {
       /** @description the flow was created */
       201: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -6439,7 +6525,10 @@ export interface operations {
         /** @description only calls in this language */
         lang?: string;
       };
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path: {
         id: string;
       };
@@ -6450,6 +6539,8 @@ export interface operations {
       /** @description counters */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -6559,7 +6650,10 @@ export interface operations {
   listFlowVersions: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path: {
         id: string;
       };
@@ -6570,6 +6664,8 @@ export interface operations {
       /** @description versions */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -6679,7 +6775,10 @@ export interface operations {
   getFlowVersion: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path: {
         id: string;
         /** @description a version (16 hex digits, as GET /v1/flows/{id}/versions lists) or current */
@@ -6692,6 +6791,8 @@ export interface operations {
       /** @description the version */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -6806,7 +6907,10 @@ export interface operations {
         /** @description a version (16 hex digits, as GET /v1/flows/{id}/versions lists) or current; default current */
         to?: string;
       };
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path: {
         id: string;
       };
@@ -6817,6 +6921,8 @@ export interface operations {
       /** @description the comparison */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -6944,6 +7050,8 @@ export interface operations {
       /** @description the report */
       200: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -7095,7 +7203,10 @@ export interface operations {
   listTokens: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path?: never;
       cookie?: never;
     };
@@ -7104,6 +7215,8 @@ export interface operations {
       /** @description the tokens */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -7229,6 +7342,8 @@ export interface operations {
       /** @description made */
       201: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -7391,6 +7506,8 @@ export interface operations {
       /** @description revoked (or already revoked: revokedAt says since when) */
       200: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -7525,7 +7642,10 @@ export interface operations {
         /** @description nextCursor of the previous page */
         cursor?: string;
       };
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path?: never;
       cookie?: never;
     };
@@ -7534,6 +7654,8 @@ export interface operations {
       /** @description a page */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -7643,7 +7765,10 @@ export interface operations {
   listEndpoints: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path?: never;
       cookie?: never;
     };
@@ -7652,6 +7777,8 @@ export interface operations {
       /** @description the endpoints */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -7777,6 +7904,8 @@ export interface operations {
       /** @description made: `secret` is shown this once */
       201: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -7928,7 +8057,10 @@ export interface operations {
   getEndpoint: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path: {
         id: string;
       };
@@ -7939,6 +8071,8 @@ export interface operations {
       /** @description the endpoint */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -8073,6 +8207,8 @@ export interface operations {
       /** @description deleted: what it was */
       200: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -8225,6 +8361,8 @@ export interface operations {
       /** @description changed */
       200: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -8408,6 +8546,8 @@ export interface operations {
       /** @description rotated: `secret` is the new one, shown this once */
       200: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -8578,7 +8718,10 @@ export interface operations {
         /** @description nextCursor of the previous page */
         cursor?: string;
       };
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path: {
         id: string;
       };
@@ -8589,6 +8732,8 @@ export interface operations {
       /** @description a page */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -8703,7 +8848,10 @@ export interface operations {
         /** @description nextCursor of the previous page */
         cursor?: string;
       };
-      header?: never;
+      header?: {
+        /** @description The `Switchboard-Written-Lsn` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). Only when the server has a read replica (DATABASE_READ_URL). */
+        'Switchboard-Written-Lsn'?: string;
+      };
       path: {
         id: string;
       };
@@ -8714,6 +8862,8 @@ export interface operations {
       /** @description a page */
       200: {
         headers: {
+          /** @description Which server answered the read: `replica` or `primary`. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Read-From'?: 'replica' | 'primary';
           [name: string]: unknown;
         };
         content: {
@@ -8841,6 +8991,8 @@ export interface operations {
       /** @description queued again */
       202: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {
@@ -9024,6 +9176,8 @@ export interface operations {
       /** @description queued again */
       202: {
         headers: {
+          /** @description The primary's WAL position after this write; send it back on a read that must see it. Only when the server has a read replica (DATABASE_READ_URL). */
+          'Switchboard-Written-Lsn'?: string;
           [name: string]: unknown;
         };
         content: {

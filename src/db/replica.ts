@@ -87,9 +87,12 @@ export interface ReadReplicaOptions {
   maxConnections?: number;
 }
 
+/** An LSN as Postgres writes it ("16/B374D848"); without flags, so JSON Schema can use it. */
+export const LSN_PATTERN = /^([0-9A-Fa-f]{1,8})\/([0-9A-Fa-f]{1,8})$/;
+
 /** "16/B374D848" -> a number that orders as the WAL does; undefined when not an LSN. */
 export function parseLsn(text: string | null | undefined): bigint | undefined {
-  const m = /^([0-9A-F]{1,8})\/([0-9A-F]{1,8})$/i.exec(text?.trim() ?? '');
+  const m = LSN_PATTERN.exec(text?.trim() ?? '');
   if (!m) return undefined;
   return (BigInt(`0x${m[1]}`) << 32n) + BigInt(`0x${m[2]}`);
 }

@@ -17,6 +17,7 @@ import { EVENTS_TAG, registerEventWebhooks } from '../events/webhooks-doc.ts';
 import type { AppEnv } from './env.ts';
 import { IDEMPOTENCY_PARAMETER, takesIdempotencyKey } from './idempotency.ts';
 import { withErrorResponses } from './operation-errors.ts';
+import { documentReadRouting } from './read-routing.ts';
 
 const TAGS = [
   { name: 'system', description: 'liveness, readiness, metrics' },
@@ -55,19 +56,21 @@ export function apiDocument(
   opts: { version: string; publicUrl: string },
 ) {
   return withErrorResponses(
-    withIdempotencyKeys(
-      api.getOpenAPI31Document({
-        openapi: '3.1.0',
-        info: {
-          title: 'Switchboard',
-          version: opts.version,
-          description:
-            'IVR flows compiled to provider speech-call menus, callbacks correlated in Postgres, and status timelines. Every non-2xx answer is the one error envelope; each operation lists the codes it can answer with, per status (`error.code`), and all of them in `x-error-codes`.',
-          license: { name: 'MIT', url: 'https://spdx.org/licenses/MIT.html' },
-        },
-        servers: [{ url: opts.publicUrl, description: 'this server (PUBLIC_URL)' }],
-        tags: TAGS,
-      }),
+    documentReadRouting(
+      withIdempotencyKeys(
+        api.getOpenAPI31Document({
+          openapi: '3.1.0',
+          info: {
+            title: 'Switchboard',
+            version: opts.version,
+            description:
+              'IVR flows compiled to provider speech-call menus, callbacks correlated in Postgres, and status timelines. Every non-2xx answer is the one error envelope; each operation lists the codes it can answer with, per status (`error.code`), and all of them in `x-error-codes`.',
+            license: { name: 'MIT', url: 'https://spdx.org/licenses/MIT.html' },
+          },
+          servers: [{ url: opts.publicUrl, description: 'this server (PUBLIC_URL)' }],
+          tags: TAGS,
+        }),
+      ),
     ),
   );
 }

@@ -16,7 +16,13 @@
  */
 import type { MiddlewareHandler } from 'hono';
 import { getCookie, setCookie } from 'hono/cookie';
-import { parseLsn, type ReadReplica, type ReadScope, routeReads } from '../db/replica.ts';
+import {
+  LSN_PATTERN,
+  parseLsn,
+  type ReadReplica,
+  type ReadScope,
+  routeReads,
+} from '../db/replica.ts';
 import type { Principal } from './api-tokens.ts';
 import type { AppEnv } from './env.ts';
 import { header } from './headers.ts';
@@ -99,4 +105,45 @@ export function readRouting(replica: ReadReplica): MiddlewareHandler<AppEnv> {
       });
     }
   };
+}
+
+const LSN_SCHEMA = { type: 'string', pattern: LSN_PATTERN.source } as const;
+const ONLY_WITH_REPLICA = 'Only when the server has a read replica (DATABASE_READ_URL).';
+
+/**
+ * The headers above, in the OpenAPI document (in place): every read under /v1 takes
+ * Switchboard-Written-Lsn and answers Switchboard-Read-From; every write answers
+ * Switchboard-Written-Lsn on success.
+ */
+export function documentReadRouting<T extends { paths?: object }>(doc: T): T {
+  type Op = { parameters?: unknown[]; responses?: Record<string, { headers?: object }> };
+  const paths = (doc.paths ?? {}) as Record<string, Record<string, Op>>;
+  for (const [path, item] of Object.entries(paths)) {
+    if (!path.startsWith('/v1/')) continue;
+    for (const [method, op] of Object.entries(item)) {
+      const read = isRead(method.toUpperCase());
+      if (read) {
+        op.parameters = [
+          ...(op.parameters ?? []),
+          {
+            in: 'header',
+            name: WRITTEN_LSN_HEADER,
+            required: false,
+            description: `The \`${WRITTEN_LSN_HEADER}\` of this caller's last write: the read goes to the primary while the replica has not replayed that far (read-your-writes behind several instances). ${ONLY_WITH_REPLICA}`,
+            schema: LSN_SCHEMA,
+          },
+        ];
+      }
+      for (const [status, response] of Object.entries(op.responses ?? {})) {
+        if (!status.startsWith('2')) continue;
+        const name = read ? READ_FROM_HEADER : WRITTEN_LSN_HEADER;
+        const description = read
+          ? `Which server answered the read: \`replica\` or \`primary\`. ${ONLY_WITH_REPLICA}`
+          : `The primary's WAL position after this write; send it back on a read that must see it. ${ONLY_WITH_REPLICA}`;
+        const schema = read ? { type: 'string', enum: ['replica', 'primary'] } : LSN_SCHEMA;
+        response.headers = { ...response.headers, [name]: { description, schema } };
+      }
+    }
+  }
+  return doc;
 }

@@ -109,6 +109,32 @@ describe('/openapi.json for tools', () => {
     }
   });
 
+  it('documents the read-replica headers: reads under /v1 take the written LSN and say where they read, writes give it', () => {
+    for (const [where, op] of operations(doc)) {
+      if (!where.includes(' /v1/')) continue;
+      const read = where.startsWith('GET ') || where.startsWith('HEAD ');
+      const param = ((op.parameters ?? []) as Json[]).find(
+        (p) => p.in === 'header' && p.name === 'Switchboard-Written-Lsn',
+      );
+      expect(Boolean(param), where).toBe(read);
+      const ok = Object.entries(op.responses as Record<string, Json>).filter(([s]) =>
+        s.startsWith('2'),
+      );
+      expect(ok.length, where).toBeGreaterThan(0);
+      for (const [status, response] of ok) {
+        const name = read ? 'Switchboard-Read-From' : 'Switchboard-Written-Lsn';
+        expect(response.headers?.[name], `${where} ${status}`).toBeDefined();
+      }
+    }
+    // an LSN as the server parses it
+    const lsn = new RegExp(
+      doc.paths['/v1/messages'].post.responses['202'].headers['Switchboard-Written-Lsn'].schema
+        .pattern,
+    );
+    expect(lsn.test('16/B374D848')).toBe(true);
+    expect(lsn.test('16-B374D848')).toBe(false);
+  });
+
   it('says of every operation what it needs: a scope, a callback token, or nothing ([])', () => {
     for (const [where, op] of operations(doc)) {
       expect(Array.isArray(op.security), `${where} has no security`).toBe(true);
