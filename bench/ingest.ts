@@ -59,6 +59,30 @@ function series(runs: { load: LoadResult; cpu: CpuUse }[]): Series {
 
 const PREFIX = 'a-';
 
+/**
+ * Request after request, a unique `sent` (then `delivered`, on the next pass) callback for
+ * one of the `messages` stored messages `prefix` + 1..messages, in turn.
+ */
+export function deliveryCallbacks(prefix: string, messages: number) {
+  let seq = 0;
+  return () => {
+    const n = seq++;
+    const i = 1 + (n % messages);
+    const status = Math.floor(n / messages) % 2 === 0 ? 'sent' : 'delivered';
+    return {
+      path: '/hooks/delivery',
+      body: JSON.stringify({
+        eventId: `${prefix}${i}:${status}:${n}`,
+        customerMessageId: `${prefix}${i}`,
+        messageId: `pm-${prefix}${i}`,
+        status,
+        timestamp: new Date().toISOString(),
+        channel: 'sms',
+      }),
+    };
+  };
+}
+
 /** `hand`: the hand-written receiver (bench/peers/hand-receiver.ts), started for this part. */
 export async function benchIngest(ctx: BenchContext, hand: Child): Promise<IngestBench> {
   const messages = Math.round(100_000 * ctx.scale);
@@ -70,23 +94,7 @@ export async function benchIngest(ctx: BenchContext, hand: Child): Promise<Inges
     status: 'accepted',
   });
 
-  let seq = 0;
-  const request = () => {
-    const n = seq++;
-    const i = 1 + (n % messages);
-    const status = Math.floor(n / messages) % 2 === 0 ? 'sent' : 'delivered';
-    return {
-      path: '/hooks/delivery',
-      body: JSON.stringify({
-        eventId: `${PREFIX}${i}:${status}:${n}`,
-        customerMessageId: `${PREFIX}${i}`,
-        messageId: `pm-${PREFIX}${i}`,
-        status,
-        timestamp: new Date().toISOString(),
-        channel: 'sms',
-      }),
-    };
-  };
+  const request = deliveryCallbacks(PREFIX, messages);
   const inboxCount = async () =>
     Number((await ctx.db.sql`select count(*)::int as n from inbox where kind = 'delivery'`)[0]!.n);
 

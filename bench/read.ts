@@ -23,6 +23,25 @@ export interface ReadBench {
 
 const PREFIX = 'd-';
 
+/**
+ * Request after request, `GET /v1/messages/{ref}` of a random one of the messages `prefix` +
+ * 1..count: a third each by one of `ids` (Switchboard ids), customerMessageId and messageId.
+ */
+export function messageReads(prefix: string, count: number, ids: readonly string[]) {
+  let seq = 0;
+  const pick = () => 1 + Math.floor(Math.random() * count);
+  return () => {
+    const kind = seq++ % 3;
+    const ref =
+      kind === 0 && ids.length > 0
+        ? ids[Math.floor(Math.random() * ids.length)]!
+        : kind === 1
+          ? `${prefix}${pick()}`
+          : `pm-${prefix}${pick()}`;
+    return { path: `/v1/messages/${encodeURIComponent(ref)}` };
+  };
+}
+
 export async function benchRead(ctx: BenchContext): Promise<ReadBench> {
   const count = Math.round(1_000_000 * ctx.scale);
   ctx.log(`(d) seeding ${count} messages with 5 events each (set-based SQL)`);
@@ -52,18 +71,7 @@ export async function benchRead(ctx: BenchContext): Promise<ReadBench> {
   const idRows = await ctx.db.sql<{ id: string }[]>`
     select id from messages tablesample system (1) where customer_message_id like ${`${PREFIX}%`} limit 20000`;
   const ids = idRows.map((r) => r.id);
-  let seq = 0;
-  const pick = () => 1 + Math.floor(Math.random() * count);
-  const request = () => {
-    const kind = seq++ % 3;
-    const ref =
-      kind === 0 && ids.length > 0
-        ? ids[Math.floor(Math.random() * ids.length)]!
-        : kind === 1
-          ? `${PREFIX}${pick()}`
-          : `pm-${PREFIX}${pick()}`;
-    return { path: `/v1/messages/${encodeURIComponent(ref)}` };
-  };
+  const request = messageReads(PREFIX, count, ids);
   await runLoad({ url: ctx.server.url, seconds: 3, connections: 10, method: 'GET', request });
   ctx.log('(d) 100 requests/s offered');
   const light = await runLoad({

@@ -30,8 +30,8 @@
  * open-loop load's requests there as CSV, to line slow ones up with those logs.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startFlags } from '../scripts/start-flags.ts';
 import { openDatabase } from '../src/db/client.ts';
@@ -46,6 +46,7 @@ import { type Child, ROOT, sampleMemory, spawnChild } from './lib/children.ts';
 import { createBenchDatabase, DEFAULT_ADMIN_URL } from './lib/database.ts';
 import type { LoadResult } from './lib/load.ts';
 import { type CpuUse, type MachineShare, machineShare, machineTicks } from './lib/metrics.ts';
+import { machine, printGrid } from './lib/report.ts';
 import { benchMemory, type MemoryBench } from './memory.ts';
 import {
   type BareAtRate,
@@ -65,24 +66,6 @@ interface GoalRow {
   figure: string;
   target: string;
   met: boolean | null;
-}
-
-function machine(postgresVersion: string) {
-  let commit = 'unknown';
-  try {
-    commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT }).toString().trim();
-  } catch {
-    // not a git checkout
-  }
-  return {
-    cpus: cpus().length,
-    cpuModel: cpus()[0]?.model ?? 'unknown',
-    memoryGiB: round(totalmem() / 2 ** 30, 1),
-    node: process.version,
-    postgres: postgresVersion,
-    kernel: readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim(),
-    commit,
-  };
 }
 
 /** A part that did not run (BENCH_ONLY) or failed: its rows say so instead of a figure. */
@@ -597,14 +580,6 @@ function printDispatchPeers(d: DispatchVsPgBoss): void {
       ],
     ],
   );
-}
-
-function printGrid(header: string[], cells: string[][]): void {
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
-  const line = (c: string[]) => `| ${c.map((v, i) => v.padEnd(widths[i]!)).join(' | ')} |`;
-  console.log(line(header));
-  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
-  for (const c of cells) console.log(line(c));
 }
 
 /**

@@ -66,7 +66,7 @@ export interface Workers {
 }
 
 // an arbitrary constant shared by every Switchboard process: "the dispatcher leader"
-const LEADER_LOCK = 0x5b_0002;
+export const LEADER_LOCK = 0x5b_0002;
 
 export interface Loop {
   wake(): void;

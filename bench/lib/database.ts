@@ -50,16 +50,23 @@ export async function createBenchDatabase(adminUrl: string): Promise<BenchDataba
 }
 
 /** A valid Ukrainian mobile number for index `i` (SQL expression over a column named `i`). */
-const PHONE_SQL = `'+38050' || lpad(((i::bigint * 7919) % 10000000)::text, 7, '0')`;
+export const PHONE_SQL = `'+38050' || lpad(((i::bigint * 7919) % 10000000)::text, 7, '0')`;
 
 /**
- * A UUIDv7 for row `i`, as the API makes them (src/ids.ts): the millisecond, then `i`'s low
- * bits and randomness. Time-ordered ids put each insert at the right edge of the primary key;
- * random ones (gen_random_uuid) would make every later update and index insert of the bench
- * land on a random page, which is not what Switchboard's own rows do.
+ * A UUIDv7 for row `i` made at the millisecond `ms` (SQL bigint expression), as the API makes
+ * them (src/ids.ts): the millisecond, then `i`'s low bits and randomness.
  */
-const UUIDV7_SQL = `(lpad(to_hex(floor(extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0')
+export function uuidv7SqlAt(ms: string): string {
+  return `(lpad(to_hex(${ms}), 12, '0')
   || '7' || lpad(to_hex(i % 4096), 3, '0') || '8' || substr(md5(random()::text), 1, 15))::uuid`;
+}
+
+/**
+ * A UUIDv7 for row `i`, made now. Time-ordered ids put each insert at the right edge of the
+ * primary key; random ones (gen_random_uuid) would make every later update and index insert
+ * of the bench land on a random page, which is not what Switchboard's own rows do.
+ */
+const UUIDV7_SQL = uuidv7SqlAt('floor(extract(epoch from clock_timestamp()) * 1000)::bigint');
 
 /**
  * Messages as the API would have stored them (status, payload, first timeline event); with

@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import {
+  diskNeeded,
+  gcd,
+  parseGrowthArgs,
+  parseSizes,
+  SPREAD_MS,
+  SPREAD_STEP_MS,
+  settingBytes,
+  spreadOffsetMs,
+  withinGoal,
+} from '../../bench/growth/options.ts';
+
+describe('the growth bench: flags, disk estimate, spread and goal', () => {
+  it('reads sizes in millions, decimals allowed, sorted and deduplicated', () => {
+    expect(parseSizes('5,1,20')).toEqual([1e6, 5e6, 20e6]);
+    expect(parseSizes('0.05,0.2,0.05')).toEqual([50_000, 200_000]);
+    expect(() => parseSizes('1,,5')).toThrow(/positive number/);
+    expect(() => parseSizes('-1')).toThrow(/positive number/);
+    expect(() => parseSizes('0.0001')).toThrow(/below 1000 messages/);
+  });
+
+  it('defaults to 1, 5 and 20 million, 10 s loads, the main bench rates, dropping the database', () => {
+    expect(parseGrowthArgs([])).toEqual({
+      sizes: [1e6, 5e6, 20e6],
+      seconds: 10,
+      ingestRate: 2000,
+      readRate: 500,
+      dispatch: 50_000,
+      keep: false,
+    });
+    const o = parseGrowthArgs(['--sizes=0.02,0.1', '--seconds=5', '--keep', '--read-rate=200']);
+    expect(o).toMatchObject({ sizes: [20_000, 100_000], seconds: 5, keep: true, readRate: 200 });
+  });
+
+  it('refuses unknown flags and values it cannot read', () => {
+    expect(() => parseGrowthArgs(['--size=1'])).toThrow(/unknown flag "--size"/);
+    expect(() => parseGrowthArgs(['20'])).toThrow(/unknown argument/);
+    expect(() => parseGrowthArgs(['--seconds=ten'])).toThrow(/positive number/);
+    expect(() => parseGrowthArgs(['--keep=yes'])).toThrow(/unknown flag/);
+  });
+
+  it('needs the messages still to seed, a tenth more, and the WAL', () => {
+    const walBytes = 2 ** 30;
+    expect(
+      diskNeeded({ targetMessages: 5e6, storedMessages: 1e6, bytesPerMessage: 3000, walBytes }),
+    ).toBe(Math.ceil(4e6 * 3000 * 1.1) + walBytes);
+    // nothing left to seed: only the WAL's room
+    expect(
+      diskNeeded({ targetMessages: 1e6, storedMessages: 1e6, bytesPerMessage: 3000, walBytes }),
+    ).toBe(walBytes);
+  });
+
+  it("reads Postgres's size settings", () => {
+    expect(settingBytes('1GB')).toBe(2 ** 30);
+    expect(settingBytes('512MB')).toBe(512 * 2 ** 20);
+    expect(settingBytes('80kB')).toBe(80 * 2 ** 10);
+    expect(() => settingBytes('lots')).toThrow(/not a size/);
+  });
+
+  it('gives distinct messages distinct milliseconds across the 30 days', () => {
+    // coprime step: i -> i * step mod window is one-to-one below the window's length
+    expect(gcd(SPREAD_STEP_MS, SPREAD_MS)).toBe(1);
+    const offsets = Array.from({ length: 30_000 }, (_, i) => spreadOffsetMs(i + 1));
+    expect(new Set(offsets).size).toBe(offsets.length);
+    // and any run of consecutive messages covers every day
+    const days = new Set(offsets.slice(0, 3000).map((ms) => Math.floor(ms / 86_400_000)));
+    expect(days.size).toBe(30);
+  });
+
+  it('judges the goal: the largest size within 20 % above the smallest', () => {
+    expect(withinGoal(100, 120)).toBe(true);
+    expect(withinGoal(100, 121)).toBe(false);
+    expect(withinGoal(100, 80)).toBe(true);
+  });
+});
