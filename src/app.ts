@@ -224,9 +224,12 @@ export function createApp(deps: AppDeps) {
     }),
   );
   app.route('/', callRoutes(calls, readDb));
-  app.route('/', campaignRoutes({ db, clock, flows, maxSmsParts: deps.config.maxSmsParts }));
+  app.route(
+    '/',
+    campaignRoutes({ db, readDb, clock, flows, maxSmsParts: deps.config.maxSmsParts }),
+  );
   app.route('/', flowRoutes({ db: readDb, flows }));
-  app.route('/', flowVersionRoutes({ db, flows }));
+  app.route('/', flowVersionRoutes({ db: readDb, flows }));
   app.route('/', flowReplayRoutes({ db, flows, clock }));
   // PUT /v1/flows/{id}: off unless FLOWS_WRITABLE (a single-instance convenience)
   app.route(
@@ -234,7 +237,7 @@ export function createApp(deps: AppDeps) {
     flowWriteRoutes({ flows, dir: deps.config.flowsDir, writable: deps.config.flowsWritable }),
   );
   app.route('/', tokenRoutes({ store: tokens }));
-  app.route('/', auditRoutes({ db }));
+  app.route('/', auditRoutes({ db: readDb }));
   // an endpoint's URL is held to the outbound policy when stored (the worker sends through it)
   const outbound = createOutboundPolicy({
     allowPrivate: deps.config.outboundAllowPrivate,

@@ -732,9 +732,9 @@ export function consoleRoutes(deps: ConsoleDeps) {
   // stored calls replayed through a draft of a flow (src/ui/pages/flow-replay.tsx)
   app.route('/', flowReplayPages({ db, clock, flows, page }));
   // a flow's versions and two of them compared (src/ui/pages/flow-versions.tsx)
-  app.route('/', flowVersionPages({ db, flows, page }));
+  app.route('/', flowVersionPages({ db: reads, flows, page }));
   // campaigns: list, progress, pause / resume / cancel, results CSV (src/ui/pages/campaigns.tsx)
-  app.route('/', campaignPages({ db, clock, page }));
+  app.route('/', campaignPages({ db, readDb: reads, clock, page }));
   // event endpoints, their attempts and replay (src/ui/endpoints.tsx)
   app.route('/', endpointPages({ db, clock, page }));
   // the flow editor: check, test, replay, download, save (src/ui/flow-edit.tsx)

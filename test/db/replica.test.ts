@@ -234,6 +234,15 @@ describe.runIf(canReplicate)(
       }
     });
 
+    it('sends the lists of campaigns and audit entries to the replica too', async () => {
+      const { app } = buildTestApp(test.database, { replica });
+      for (const path of ['/v1/campaigns', '/v1/audit']) {
+        const res = await app.request(path);
+        expect(res.status, path).toBe(200);
+        expect(res.headers.get(READ_FROM_HEADER), path).toBe('replica');
+      }
+    });
+
     it('reads a client its own write at once: from the primary until the replica has it', async () => {
       const { app } = buildTestApp(test.database, { replica });
       // another instance, behind the same balancer: it knows the write only from the header

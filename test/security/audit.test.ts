@@ -535,8 +535,9 @@ describeEachEngine('the audit log', (ctx) => {
     expect(Object.keys(doc.components.schemas.AuditEntry.properties).sort()).toEqual(
       ['at', 'changes', 'id', 'method', 'requestId', 'route', 'status', 'token'].sort(),
     );
+    // the query, and the header every read takes (src/http/read-routing.ts)
     expect(op.parameters.map((p: { name: string }) => p.name).sort()).toEqual(
-      ['cursor', 'limit', 'route', 'since', 'token', 'until'].sort(),
+      ['cursor', 'limit', 'route', 'since', 'token', 'until', 'Switchboard-Written-Lsn'].sort(),
     );
   });
 });

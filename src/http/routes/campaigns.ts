@@ -24,6 +24,7 @@ import {
   RecipientResult,
 } from '../../campaigns/schemas.ts';
 import { parseWindowSetting } from '../../campaigns/windows.ts';
+import type { Db } from '../../db/client.ts';
 import { AppError, type ErrorDetail } from '../../errors.ts';
 import { issuesToDetails } from '../../zod-issues.ts';
 import { auditItems } from '../audit.ts';
@@ -289,8 +290,10 @@ const cancel = stateRoute(
   'Cancel: recipients not yet called are cancelled; calls in progress finish',
 );
 
-export function campaignRoutes(deps: CampaignDeps) {
+export function campaignRoutes(deps: CampaignDeps & { readDb?: Db }) {
   const app = newRouter();
+  // reads (the list, a campaign, its results) through the read replica when there is one
+  const readDb = deps.readDb ?? deps.db;
   // a CSV body streams into the campaign here; JSON goes on to the route's validator
   app.post('/v1/campaigns', async (c, next) => {
     if (!/^text\/csv\b/i.test(c.req.header('content-type') ?? '')) return next();
@@ -335,22 +338,20 @@ export function campaignRoutes(deps: CampaignDeps) {
       201,
     );
   });
-  app.openapi(list, async (c) => c.json(await listCampaigns(deps.db, c.req.valid('query')), 200));
-  app.openapi(getOne, async (c) =>
-    c.json(await getCampaign(deps.db, c.req.valid('param').id), 200),
-  );
+  app.openapi(list, async (c) => c.json(await listCampaigns(readDb, c.req.valid('query')), 200));
+  app.openapi(getOne, async (c) => c.json(await getCampaign(readDb, c.req.valid('param').id), 200));
   app.openapi(results, async (c) => {
     const { id } = c.req.valid('param');
     const q = c.req.valid('query');
     if ((c.req.header('accept') ?? '').includes('text/csv')) {
-      await getCampaign(deps.db, id); // a 404 before the stream starts
+      await getCampaign(readDb, id); // a 404 before the stream starts
       c.header('Content-Type', 'text/csv; charset=utf-8');
       c.header('Content-Disposition', `attachment; filename="campaign-${id}.csv"`);
       return stream(c, async (s) => {
-        for await (const chunk of campaignResultsCsv(deps.db, id)) await s.write(chunk);
+        for await (const chunk of campaignResultsCsv(readDb, id)) await s.write(chunk);
       }) as never;
     }
-    const page = await campaignResults(deps.db, id, {
+    const page = await campaignResults(readDb, id, {
       limit: q.limit,
       afterLine: q.cursor === undefined ? undefined : Number(q.cursor),
     });

@@ -357,13 +357,15 @@ function noticeOf(query: Record<string, string>): { text: string; error: boolean
   return undefined;
 }
 
-export function campaignPages(deps: { db: Db; clock: Clock; page: RenderPage }) {
+export function campaignPages(deps: { db: Db; readDb?: Db; clock: Clock; page: RenderPage }) {
   const { db, page } = deps;
+  // the pages read through the read replica when there is one; the actions write the primary
+  const reads = deps.readDb ?? db;
   const app = new Hono<AppEnv>();
 
   app.get('/campaigns', async (c) => {
     const state = CAMPAIGN_STATES.find((s) => s === c.req.query('state'));
-    const list = await listCampaigns(db, {
+    const list = await listCampaigns(reads, {
       state,
       cursor: c.req.query('cursor') || undefined,
       limit: 50,
@@ -388,8 +390,8 @@ export function campaignPages(deps: { db: Db; clock: Clock; page: RenderPage }) 
   });
 
   app.get('/campaigns/:id', async (c) => {
-    const campaign = await getCampaign(db, c.req.param('id'));
-    const results = await campaignResults(db, campaign.id, { limit: SHOWN_RESULTS });
+    const campaign = await getCampaign(reads, c.req.param('id'));
+    const results = await campaignResults(reads, campaign.id, { limit: SHOWN_RESULTS });
     return page(
       c,
       `Campaign ${campaign.name ?? campaign.flow ?? campaign.id}`,
@@ -405,11 +407,11 @@ export function campaignPages(deps: { db: Db; clock: Clock; page: RenderPage }) 
 
   // the same CSV as GET /v1/campaigns/{id}/results with Accept: text/csv, streamed
   app.get('/campaigns/:id/results.csv', async (c) => {
-    const campaign = await getCampaign(db, c.req.param('id')); // a 404 page before the stream
+    const campaign = await getCampaign(reads, c.req.param('id')); // a 404 page before the stream
     c.header('Content-Type', 'text/csv; charset=utf-8');
     c.header('Content-Disposition', `attachment; filename="campaign-${campaign.id}.csv"`);
     return stream(c, async (s) => {
-      for await (const chunk of campaignResultsCsv(db, campaign.id)) await s.write(chunk);
+      for await (const chunk of campaignResultsCsv(reads, campaign.id)) await s.write(chunk);
     });
   });
 
