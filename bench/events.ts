@@ -18,14 +18,13 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { type BenchContext, CALLBACK_HEADERS, round, sleep } from './context.ts';
-import { type Child, spawnChild } from './lib/children.ts';
+import { type Child, LISTENING, spawnChild } from './lib/children.ts';
 import { seedMessages } from './lib/database.ts';
 import { type LoadResult, percentile, runLoad } from './lib/load.ts';
 import { type CpuUse, cpuMeter } from './lib/metrics.ts';
 
 const RATE = 500;
 const PREFIX = 'g-';
-const READY = /"port":(\d+),"msg":"listening"/;
 
 export interface EventsPhase {
   load: LoadResult;
@@ -176,7 +175,7 @@ export async function benchEvents(ctx: BenchContext): Promise<EventsBench> {
       name: 'event-receiver',
       entry: 'bench/event-receiver.ts',
       env: { PORT: String(port), SECRET: String(made.secret), LOG: receiptsFile },
-      ready: READY,
+      ready: LISTENING,
       logDir: dirname(ctx.server.logFile),
     });
   let receiver: Child = await startReceiver(0);

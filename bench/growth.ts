@@ -54,12 +54,11 @@ import {
   makeDayPartitions,
   seedHistory,
 } from './growth/seed.ts';
-import { type Child, ROOT, spawnChild } from './lib/children.ts';
+import { type Child, LISTENING, ROOT, spawnChild } from './lib/children.ts';
 import { createBenchDatabase, DEFAULT_ADMIN_URL } from './lib/database.ts';
 import { type MachineShare, machineShare, machineTicks } from './lib/metrics.ts';
 import { machine, printGrid } from './lib/report.ts';
 
-const READY = /"port":(\d+),"msg":"listening"/;
 const PREFIX = 'g-';
 
 interface Step {
@@ -253,7 +252,7 @@ async function main(): Promise<void> {
       name: 'sandbox',
       entry: 'bench/sandbox-server.ts',
       env: { PORT: '0' },
-      ready: READY,
+      ready: LISTENING,
       logDir,
     });
     children.push(sandbox);
@@ -271,7 +270,7 @@ async function main(): Promise<void> {
         LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
         FLOWS_DIR: join(ROOT, 'bench/flows'),
       },
-      ready: READY,
+      ready: LISTENING,
       logDir,
       nodeArgs: serverNodeArgs,
     });

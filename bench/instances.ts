@@ -50,7 +50,7 @@ import { openDatabase } from '../src/db/client.ts';
 import { migrateDatabase } from '../src/db/migrate.ts';
 import { CALLBACK_HEADERS, CALLBACK_TOKEN, round, sleep } from './context.ts';
 import { becameLeaderAt, type LeaderSeen, leaderHolders, watchLeader } from './instances/leader.ts';
-import { type Child, ROOT, spawnChild } from './lib/children.ts';
+import { type Child, LISTENING, ROOT, spawnChild } from './lib/children.ts';
 import {
   type BenchDatabase,
   createBenchDatabase,
@@ -69,7 +69,6 @@ import {
 import { printGrid } from './lib/report.ts';
 import { median, peerRounds } from './peers.ts';
 
-const READY = /"port":(\d+),"msg":"listening"/;
 const FLOW = 'appointment-reminder';
 const HOUR = 3_600_000;
 
@@ -927,7 +926,7 @@ async function main(): Promise<void> {
         SANDBOX_CALLBACK_TOKEN: CALLBACK_TOKEN,
         SANDBOX_KEEP_MESSAGES: String(4 * (messages * counts.length + handoverMessages)),
       },
-      ready: READY,
+      ready: LISTENING,
       logDir,
     });
     children.push(sandbox);
@@ -951,7 +950,7 @@ async function main(): Promise<void> {
           LOG_LEVEL: 'info',
           FLOWS_DIR: join(ROOT, 'bench/flows'),
         },
-        ready: READY,
+        ready: LISTENING,
         logDir,
         nodeArgs: serverNodeArgs,
       });
@@ -965,7 +964,7 @@ async function main(): Promise<void> {
         name: `instances-proxy-${behind.length}`,
         entry: 'bench/instances/proxy-server.ts',
         env: { PORT: String(proxyPort), UPSTREAMS: behind.map((i) => i.url).join(',') },
-        ready: READY,
+        ready: LISTENING,
         logDir,
       });
       children.push(proxy);

@@ -42,7 +42,7 @@ import { type BenchContext, CALLBACK_TOKEN, round } from './context.ts';
 import type { DispatchBench } from './dispatch.ts';
 import { benchEvents, type EventsBench } from './events.ts';
 import { benchIngest, type IngestBench } from './ingest.ts';
-import { type Child, ROOT, sampleMemory, spawnChild } from './lib/children.ts';
+import { type Child, LISTENING, ROOT, sampleMemory, spawnChild } from './lib/children.ts';
 import { createBenchDatabase, DEFAULT_ADMIN_URL } from './lib/database.ts';
 import type { LoadResult } from './lib/load.ts';
 import { type CpuUse, type MachineShare, machineShare, machineTicks } from './lib/metrics.ts';
@@ -58,8 +58,6 @@ import { benchRead, type ReadBench } from './read.ts';
 import { benchReplay, type ReplayBench } from './replay.ts';
 import { benchSpeech, type SpeechBench } from './speech.ts';
 import { benchSpoken, type SpokenBench } from './spoken.ts';
-
-const READY = /"port":(\d+),"msg":"listening"/;
 
 interface GoalRow {
   goal: string;
@@ -631,7 +629,7 @@ async function main(): Promise<void> {
   const embedded = await runMemoryPart(only, {
     log,
     seconds,
-    ready: READY,
+    ready: LISTENING,
     logDir,
     nodeArgs: extraNodeArgs,
   });
@@ -681,7 +679,7 @@ async function main(): Promise<void> {
       name: 'sandbox',
       entry: 'bench/sandbox-server.ts',
       env: { PORT: '0' },
-      ready: READY,
+      ready: LISTENING,
       logDir,
     });
     children.push(sandbox);
@@ -689,7 +687,7 @@ async function main(): Promise<void> {
       name: 'bare',
       entry: 'bench/bare-server.ts',
       env: { PORT: '0' },
-      ready: READY,
+      ready: LISTENING,
       logDir,
     });
     children.push(bare);
@@ -717,7 +715,7 @@ async function main(): Promise<void> {
         // the bench's own copies: (c) and (h) keep recorded prompts, (i) has its two flows
         FLOWS_DIR: join(ROOT, 'bench/flows'),
       },
-      ready: READY,
+      ready: LISTENING,
       logDir,
       nodeArgs: serverNodeArgs,
     });
@@ -761,7 +759,7 @@ async function main(): Promise<void> {
         name,
         entry,
         env: { PORT: '0', DATABASE_URL: db.url, ...env },
-        ready: READY,
+        ready: LISTENING,
         logDir,
       });
       children.push(child);

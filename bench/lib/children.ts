@@ -14,6 +14,9 @@ import { build } from 'esbuild';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
+/** What a child (Switchboard, the sandbox, the bare endpoint) logs once it listens: group 1 its port. */
+export const LISTENING = /"port":(\d+),"msg":"listening"/;
+
 export interface Child {
   name: string;
   pid: number;
