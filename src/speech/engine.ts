@@ -79,6 +79,12 @@ export interface SpeechEngine {
    * fall back to `synthesize` per text when it is absent.
    */
   synthesizeMany?(texts: readonly string[], options: SpeechOptions): Promise<SynthesizedSpeech[]>;
+  /**
+   * Optional: nothing is expected soon (the server's start-up renders are done), so let go
+   * now of what the engine keeps while idle instead of after its idle timeout; the next
+   * request starts it again. Requests still running are not cut short.
+   */
+  idle?(): void;
 }
 
 /** The slowest and fastest `rate` a request may ask for. */

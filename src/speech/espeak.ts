@@ -58,6 +58,8 @@ interface EspeakRunner {
   voices(): Promise<EspeakVoices>;
   /** the run's WAV (it may be a view the next run overwrites: decode it at once) */
   run(args: string[], text: string): Promise<Uint8Array>;
+  /** SpeechEngine.idle: end what runs the engine now, if nothing is asked of it */
+  idle?(): void;
 }
 
 /** The start-up cost of the engine that last ran (the worker's, else this thread's). */
@@ -118,6 +120,7 @@ function engineOver(runner: EspeakRunner, maxTextLength: number): SpeechEngine {
   const engine: SpeechEngine = {
     ...espeakIdentity(),
     maxTextLength,
+    ...(runner.idle && { idle: runner.idle }),
     async voices() {
       return (await known()).languages;
     },
@@ -302,12 +305,16 @@ export function espeakWorkerRunning(): boolean {
 function idleThread(t: EngineThread): void {
   t.worker.unref();
   clearTimeout(t.idle);
-  t.idle = setTimeout(() => {
-    if (t.pending.size > 0) return;
-    if (thread === t) thread = undefined;
-    void t.worker.terminate();
-  }, t.idleMs);
+  t.idle = setTimeout(() => endThread(t), t.idleMs);
   t.idle.unref();
+}
+
+/** Ends the thread (its WebAssembly memory goes with it) unless a request is waiting on it. */
+function endThread(t: EngineThread): void {
+  if (t.pending.size > 0) return;
+  clearTimeout(t.idle);
+  if (thread === t) thread = undefined;
+  void t.worker.terminate();
 }
 
 type Asked = EspeakWorkerRequest extends infer R
@@ -350,6 +357,9 @@ export function createEspeakEngine(
         const reply = await ask({ kind: 'run', args, text }, idleMs);
         if (!reply.wav) throw new SpeechError('ENGINE_FAILED', 'eSpeak NG answered no audio');
         return reply.wav;
+      },
+      idle() {
+        if (thread) endThread(thread);
       },
     },
     options.maxTextLength ?? DEFAULT_MAX_TEXT_LENGTH,

@@ -8,9 +8,12 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rowsOf } from '../../src/db/client.ts';
 import type { RunningServer } from '../../src/server.ts';
 import { decodeWav, SILENCE_THRESHOLD } from '../../src/speech/audio.ts';
+import { ESPEAK_IDLE_MS, espeakWorkerRunning } from '../../src/speech/espeak.ts';
 import { phone, readJson } from '../support/app.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { eventually, startTestServer } from '../support/server.ts';
@@ -63,6 +66,16 @@ describe('say: prompts through the sandbox (pglite)', () => {
     await server?.stop();
     await db?.drop();
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("lets the engine's thread go once the flows' start-up prompts are rendered", async () => {
+    // the thread would otherwise stay ESPEAK_IDLE_MS after its last render; 8 s bounds the
+    // start-up renders on a loaded machine and stays under that timeout
+    expect(ESPEAK_IDLE_MS).toBeGreaterThan(8_000);
+    await eventually(async () => !espeakWorkerRunning(), 8_000, "the engine's thread to end");
+    // and what it rendered is there: the reprompt has no params, so it rendered at start
+    const stored = await db.database.db.execute(sql`select count(*)::int as n from prompt_audio`);
+    expect(rowsOf<{ n: number }>(stored)[0]!.n).toBeGreaterThan(0);
   });
 
   it('plays the caller its own prompt, rendered before dispatch, and erases it with the person', async () => {

@@ -53,6 +53,29 @@ describe('eSpeak NG in a worker thread', () => {
     expect(speech.samples.length).toBeGreaterThan(1000);
     expect(espeakStartup()!.workers).toBe(first + 1);
   });
+
+  it('ends at once when told it is idle, never under a running request', async () => {
+    // an hour: only idle() can end it within this test
+    const engine = createEspeakEngine({ idleMs: 3_600_000 });
+    await engine.voices();
+    expect(espeakWorkerRunning()).toBe(true);
+    const asked = espeakStartup()!.workers!;
+    const running = engine.synthesize('a request still running', { lang: 'en' });
+    // one turn of the event loop: the request (posted after a few promise steps) is with the
+    // thread, which takes milliseconds to answer it
+    await new Promise((resolve) => setImmediate(resolve));
+    engine.idle!();
+    // a request was waiting: the same thread stays and answers it
+    expect(espeakWorkerRunning()).toBe(true);
+    expect((await running).samples.length).toBeGreaterThan(1000);
+    expect(espeakStartup()!.workers).toBe(asked);
+    engine.idle!();
+    expect(espeakWorkerRunning()).toBe(false);
+    const first = espeakStartup()!.workers!;
+    expect((await engine.synthesize('again', { lang: 'en' })).samples.length).toBeGreaterThan(1000);
+    expect(espeakStartup()!.workers).toBe(first + 1);
+    engine.idle!();
+  });
 });
 
 describe('eSpeak NG memory tuning holds to the plain path', () => {
