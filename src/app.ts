@@ -17,6 +17,7 @@ import type { StartDeps } from './calls/start.ts';
 import { loadHolidays } from './campaigns/windows.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
+import { type DatabaseAvailability, databaseDown } from './db/availability.ts';
 import type { Database, Db } from './db/client.ts';
 import type { ReadReplica } from './db/replica.ts';
 import { createEndpointStore } from './events/endpoints.ts';
@@ -118,9 +119,30 @@ function requestLogger(logger: Logger): MiddlewareHandler<AppEnv> {
   };
 }
 
-/** The /metrics gauges that are read from the database at each scrape. */
-export function databaseGauges(db: Db): MetricReaders {
-  return { outboxDepth: () => outboxDepth(db), callsByState: () => callsByState(db) };
+/**
+ * While the database is known down (db/availability.ts), requests that need it are refused
+ * at once with a 503 through onError, instead of queueing for a connection.
+ */
+function whileDatabaseUp(availability: DatabaseAvailability): MiddlewareHandler<AppEnv> {
+  return async (_c, next) => {
+    if (!availability.up) throw databaseDown();
+    await next();
+  };
+}
+
+/** The /metrics gauges that are read from the database at each scrape, and whether it is up. */
+export function databaseGauges(database: Database): MetricReaders {
+  const { db, availability } = database;
+  // known down: the scrape answers at once, and these gauges keep their last values
+  const whileUp =
+    <T>(read: (db: Db) => Promise<T>) =>
+    () =>
+      availability.up ? read(db) : Promise.reject(databaseDown());
+  return {
+    outboxDepth: whileUp(outboxDepth),
+    callsByState: whileUp(callsByState),
+    databaseUp: () => availability.up,
+  };
 }
 
 export function createApp(deps: AppDeps) {
@@ -128,7 +150,7 @@ export function createApp(deps: AppDeps) {
   const db = deps.database.db;
   // what the read routes query: the replica's routed db, or the primary itself
   const readDb = deps.replica?.db ?? db;
-  const metrics = deps.metrics ?? createMetrics(databaseGauges(db));
+  const metrics = deps.metrics ?? createMetrics(databaseGauges(deps.database));
   const flows = deps.flows ?? createFlowRegistry(deps.config.flowsDir);
   const secret = { id: 'local', key: randomBytes(32) };
   const secrets = deps.secrets ?? { signing: secret, verifying: [secret] };
@@ -175,6 +197,10 @@ export function createApp(deps: AppDeps) {
   app.use('*', requestIds());
   app.use('*', requestLogger(deps.logger));
   app.use('*', metricsMiddleware(metrics));
+  // the routes that need the database; /healthz, /readyz, /metrics and the docs stay open
+  const gate = whileDatabaseUp(deps.database.availability);
+  app.use('/hooks/*', gate);
+  app.use('/v1/*', gate);
   const tokens = createTokenStore({ db, clock });
   const auth = apiAuth({ apiTokens: deps.config.apiTokens, store: tokens });
   // around the auth: it writes the row of every changing /v1 request the auth let through
@@ -196,7 +222,7 @@ export function createApp(deps: AppDeps) {
   app.use('/v1/*', idempotency({ db, clock }));
   app.use('/ui/*', pageHeaders());
   app.use('/docs/*', pageHeaders());
-  app.onError(onError);
+  app.onError((err, c) => onError(err, c, deps.database.availability));
   app.notFound(notFound);
 
   app.route('/', systemRoutes({ database: deps.database, metrics }));

@@ -190,7 +190,7 @@ export async function startServer(
   const providerBaseUrl = config.providerBaseUrl ?? `${publicUrl}/sandbox`;
   const toSandbox =
     sandboxToken === undefined ? {} : { extraHeaders: { [SANDBOX_TOKEN_HEADER]: sandboxToken } };
-  const metrics = createMetrics(databaseGauges(database.db));
+  const metrics = createMetrics(databaseGauges(database));
   const provider = createProviderClient({
     baseUrl: providerBaseUrl,
     ...toSandbox,

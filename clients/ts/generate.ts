@@ -14,6 +14,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { createApp } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
+import { ALWAYS_UP } from '../../src/db/availability.ts';
 import type { Database } from '../../src/db/client.ts';
 import { createLogger } from '../../src/logger.ts';
 
@@ -36,6 +37,7 @@ function noDatabase(): Database {
   return {
     kind: 'pglite',
     db,
+    availability: ALWAYS_UP,
     ping: refuse,
     withExclusiveLock: refuse,
     createLeaderLock: refuse,

@@ -18,6 +18,7 @@ import {
 } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { type Config, DEFAULT_DATA_DIR } from '../config.ts';
+import { ALWAYS_UP, createAvailability, type DatabaseAvailability } from './availability.ts';
 import { type DataDirLock, lockDataDir } from './data-dir-lock.ts';
 import { createEmbedded } from './embedded.ts';
 import * as schema from './schema/index.ts';
@@ -35,6 +36,8 @@ export interface Database {
   readonly db: Db;
   /** Resolves when the database answers a trivial query within `timeoutMs`. */
   ping(timeoutMs?: number): Promise<void>;
+  /** whether it is known down: requests that need it are then refused at once (db/availability.ts) */
+  readonly availability: DatabaseAvailability;
   /**
    * Runs `fn` while holding a session-level advisory lock (waiting for it), on a dedicated
    * connection, so that two processes never run `fn` at the same time (migrations).
@@ -124,6 +127,7 @@ async function openPglite(client: PGlite, lock?: DataDirLock): Promise<Database>
   return {
     kind: 'pglite',
     db,
+    availability: ALWAYS_UP,
     pglite: client,
     ...(lock && { dataDirLock: lock }),
     async ping(timeoutMs = 2000) {
@@ -172,14 +176,44 @@ function sessionRoute(poolUrl: string, opts: OpenOptions): SessionRoute {
   return { url, poolPrepare, prepare: opts.directUrl === undefined ? poolPrepare : true };
 }
 
-/** A postgres.js client of one connection for session work (sessionRoute). */
-function sessionClient(route: SessionRoute): postgres.Sql {
+/**
+ * A postgres.js client of one connection for session work (sessionRoute); `connection`: the
+ * server settings it starts its session with.
+ */
+function sessionClient(
+  route: SessionRoute,
+  opts: { connection?: Partial<postgres.ConnectionParameters> } = {},
+): postgres.Sql {
   return postgres(route.url, {
     max: 1,
     onnotice: () => {},
     connect_timeout: 5,
     prepare: route.prepare,
+    ...(opts.connection && { connection: opts.connection }),
   });
+}
+
+/**
+ * The leader's session is ended by Postgres (`idle_session_timeout`, Postgres 14+), and its
+ * lock freed, once it has been idle this long. A leader that hangs (SIGSTOP, a stuck event
+ * loop, a paused VM) keeps its TCP connection, so without this it would keep the lock, and
+ * nobody would dispatch, until it died. A live leader's heartbeat (every
+ * LEADER_HEARTBEAT_MS, a quarter of it, so an event loop late by up to 1.5 s still makes it)
+ * keeps its session busy. Handover from a hung leader takes this plus the other instances'
+ * next try (their dispatcher's 200 ms idle tick, src/workers.ts): about 2.2 s. Shorter would
+ * take the lock from leaders that are merely slow; that costs a handover, not a double send
+ * (rounds claim rows with SKIP LOCKED).
+ */
+export const LEADER_IDLE_TIMEOUT_MS = 2000;
+const LEADER_HEARTBEAT_MS = LEADER_IDLE_TIMEOUT_MS / 4;
+
+/**
+ * Whether the server refused to start a session with `idle_session_timeout`: PgBouncer
+ * refuses startup parameters it does not know (08P01 "unsupported startup parameter"),
+ * Postgres before 14 does not have the setting.
+ */
+function refusedIdleTimeout(err: unknown): boolean {
+  return err instanceof Error && err.message.includes('idle_session_timeout');
 }
 
 async function openPostgres(url: string, max: number, route: SessionRoute): Promise<Database> {
@@ -197,12 +231,16 @@ async function openPostgres(url: string, max: number, route: SessionRoute): Prom
   });
   const db = drizzlePostgres({ client, schema }) as unknown as Db;
   let listener: postgres.Sql | undefined;
+  const ping = async (timeoutMs = 2000) => {
+    await withTimeout(client`select 1`, timeoutMs, 'database');
+  };
+  // its probe is the pool's own `select 1`: up again means requests' queries get through
+  const availability = createAvailability(ping);
   return {
     kind: 'postgres',
     db,
-    async ping(timeoutMs = 2000) {
-      await withTimeout(client`select 1`, timeoutMs, 'database');
-    },
+    availability,
+    ping,
     async withExclusiveLock(key, fn) {
       // a client of its own with one connection: the session-level lock and everything
       // `fn` runs share that connection (drizzle cannot drive a reserved postgres.js one)
@@ -217,30 +255,79 @@ async function openPostgres(url: string, max: number, route: SessionRoute): Prom
     },
     createLeaderLock(key) {
       let session: postgres.Sql | undefined;
-      const drop = async () => {
-        const s = session;
-        session = undefined;
+      let heartbeat: NodeJS.Timeout | undefined;
+      let beating = false;
+      // false once the server refused the setting (refusedIdleTimeout): the session then
+      // starts without it, and a hung leader keeps the lock until it dies, as a pooler in
+      // front of the session route implies (docs/scaling.md)
+      let idleTimeout = true;
+      const stopHeartbeat = () => {
+        clearInterval(heartbeat);
+        heartbeat = undefined;
+      };
+      /** Ends session `s`; the next tryAcquire opens a new one and asks again. */
+      const drop = async (s = session) => {
+        if (s === session) {
+          session = undefined;
+          stopHeartbeat();
+        }
         await s?.end({ timeout: 1 }).catch(() => {});
       };
-      return {
-        async tryAcquire() {
-          session ??= sessionClient(route);
-          try {
-            // postgres.js reconnects silently after a lost connection, and the new session
-            // does not hold the lock: so ask pg_locks, and take the lock when it is not ours
-            const [row] = await session<{ held: boolean }[]>`
-              select case when exists(
-                select 1 from pg_locks where locktype = 'advisory' and granted
-                  and pid = pg_backend_pid() and objid = ${key}
-              ) then true else pg_try_advisory_lock(${key}) end as held`;
-            return row?.held === true;
-          } catch {
-            await drop();
-            return false;
-          }
-        },
-        release: drop,
+      const open = () =>
+        sessionClient(
+          route,
+          idleTimeout ? { connection: { idle_session_timeout: LEADER_IDLE_TIMEOUT_MS } } : {},
+        );
+      // postgres.js reconnects silently after a lost connection (a session Postgres ended for
+      // idling included), and the new session does not hold the lock: so ask pg_locks about
+      // this very session, and with `take`, take the lock when it is not ours
+      const holds = async (s: postgres.Sql, take: boolean) => {
+        const [row] = await s<{ held: boolean }[]>`
+          select case when exists(
+            select 1 from pg_locks where locktype = 'advisory' and granted
+              and pid = pg_backend_pid() and objid = ${key}
+          ) then true when ${take} then pg_try_advisory_lock(${key}) else false end as held`;
+        return row?.held === true;
       };
+      // while this process holds the lock: keeps its session from idling out, and finds a
+      // lost one (a resumed process whose session Postgres ended) at once
+      const beat = async () => {
+        const s = session;
+        if (!s || beating) return;
+        beating = true;
+        try {
+          // unanswered that long (the network gone), Postgres ends the session anyway
+          const held = await withTimeout(holds(s, false), LEADER_IDLE_TIMEOUT_MS, 'leader session');
+          if (!held) await drop(s);
+        } catch {
+          await drop(s);
+        } finally {
+          beating = false;
+        }
+      };
+      const tryAcquire = async (): Promise<boolean> => {
+        session ??= open();
+        const s = session;
+        try {
+          const held = await holds(s, true);
+          if (s === session) {
+            if (!held) stopHeartbeat();
+            else if (!heartbeat) {
+              heartbeat = setInterval(() => void beat(), LEADER_HEARTBEAT_MS);
+              heartbeat.unref(); // never what keeps the process alive
+            }
+          }
+          return held;
+        } catch (err) {
+          await drop(s);
+          if (idleTimeout && refusedIdleTimeout(err)) {
+            idleTimeout = false;
+            return tryAcquire();
+          }
+          return false;
+        }
+      };
+      return { tryAcquire, release: () => drop() };
     },
     async listen(channel, onNotify) {
       // postgres.js listens on a connection of its own, made with the client's URL
@@ -251,6 +338,7 @@ async function openPostgres(url: string, max: number, route: SessionRoute): Prom
       };
     },
     async close() {
+      availability.stop();
       await Promise.all([
         client.end({ timeout: 5 }),
         listener !== client && listener?.end({ timeout: 5 }),

@@ -4,7 +4,11 @@
  * retry rather than believing something was stored.
  */
 
+/** The code of the error a request gets while the database is known down (db/availability.ts). */
+export const DATABASE_DOWN = 'DATABASE_DOWN';
+
 const CONNECTION_CODES = new Set([
+  DATABASE_DOWN,
   'ECONNREFUSED',
   'ECONNRESET',
   'ETIMEDOUT',

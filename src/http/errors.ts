@@ -9,6 +9,7 @@ import type { Hook } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ZodError } from 'zod';
+import type { DatabaseAvailability } from '../db/availability.ts';
 import { isDatabaseUnavailable, isUnstorableText } from '../db/errors.ts';
 import { AppError, type ErrorCode, type ErrorDetail, httpStatus } from '../errors.ts';
 import { issuesToDetails } from '../zod-issues.ts';
@@ -79,8 +80,11 @@ async function malformedJson(c: Context<AppEnv>) {
   );
 }
 
-/** `app.onError`: typed errors to their status, outages to 503, the rest to a bare 500. */
-export async function onError(err: Error, c: Context<AppEnv>) {
+/**
+ * `app.onError`: typed errors to their status, outages to 503, the rest to a bare 500. An
+ * outage is told to `availability`, so the next requests are refused at once (src/app.ts).
+ */
+export async function onError(err: Error, c: Context<AppEnv>, availability?: DatabaseAvailability) {
   if (err instanceof AppError) return errorResponse(c, err.code, err.message, err.details);
   if (err instanceof HTTPException) {
     const code = codeForHttpException(err.status, err.message);
@@ -97,6 +101,7 @@ export async function onError(err: Error, c: Context<AppEnv>) {
     );
   }
   if (isDatabaseUnavailable(err)) {
+    availability?.failed(err);
     log?.warn({ err: { message: err.message } }, 'database unavailable');
     c.header('Retry-After', '1');
     return errorResponse(c, 'UNAVAILABLE', 'the database is not answering; retry shortly', [], {

@@ -33,10 +33,20 @@ export interface Metrics {
 export interface MetricReaders {
   outboxDepth(): Promise<number>;
   callsByState(): Promise<{ state: string; count: number }[]>;
+  /** false while the database is known down and requests that need it are refused (db/availability.ts) */
+  databaseUp(): boolean;
 }
 
 export function createMetrics(readers?: MetricReaders): Metrics {
   const registry = new Registry();
+  new Gauge({
+    name: 'switchboard_database_up',
+    help: 'Whether this instance lets requests through to the database (0: known down, refused with 503)',
+    registers: [registry],
+    collect() {
+      if (readers) this.set(readers.databaseUp() ? 1 : 0);
+    },
+  });
   return {
     callbacks: new Counter({
       name: 'switchboard_callbacks_total',

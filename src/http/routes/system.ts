@@ -58,14 +58,18 @@ export function systemRoutes(deps: { database: Database; metrics: Metrics }) {
   const app = newRouter();
   app.openapi(healthz, (c) => c.json({ status: 'ok' }, 200));
   app.openapi(readyz, async (c) => {
-    const engine = deps.database.kind;
+    const { kind: engine, availability } = deps.database;
+    const down = () => c.json({ status: 'unavailable', database: 'down', engine } as const, 503);
+    // known down: at once, as the routes that need it (its probe says when it is back)
+    if (!availability.up) return down();
     try {
       await deps.database.ping(1000);
       const migrated = await migrationsApplied(deps.database.db);
       if (!migrated) return c.json({ status: 'unavailable', database: 'migrating', engine }, 503);
       return c.json({ status: 'ok', database: 'ok', engine }, 200);
-    } catch {
-      return c.json({ status: 'unavailable', database: 'down', engine }, 503);
+    } catch (err) {
+      availability.failed(err);
+      return down();
     }
   });
   app.openapi(metricsRoute, async (c) => {
