@@ -404,14 +404,24 @@ async function senderOf(deps: SchedulerDeps, campaign: Running): Promise<Sender 
 }
 
 async function release(deps: SchedulerDeps, campaign: Running): Promise<number> {
-  const now = deps.clock.now();
-  const pace = paceAllows(campaign.pacedAt, campaign.perMinute, now);
-  if (pace.tokens === 0) return 0;
+  // read without a lock: most rounds end here, with nothing locked
+  if (paceAllows(campaign.pacedAt, campaign.perMinute, deps.clock.now()).tokens === 0) return 0;
   const sender = await senderOf(deps, campaign);
   if (!sender) return 0;
   const window = campaign.window ?? deps.window;
   let released = 0;
   await deps.db.transaction(async (tx) => {
+    // Two schedulers at once (a leader that hung and resumed, beside the one that took over)
+    // take turns per campaign: the pace, the clock and the in-flight count are read under the
+    // campaign's row lock, after the other's release has committed, so neither spends the
+    // pace or the concurrency the other already spent. Campaign first, then its recipients.
+    const [locked] = rowsOf<{ paced_at: string | Date }>(
+      await tx.execute(sql`select paced_at from campaigns
+        where id = ${campaign.id} and state = 'running' for update`),
+    );
+    if (!locked) return;
+    const now = deps.clock.now();
+    const pace = paceAllows(new Date(locked.paced_at), campaign.perMinute, now);
     let budget = Math.min(pace.tokens, RELEASE_LIMIT);
     if (campaign.maxConcurrent !== null) {
       const [row] = rowsOf<{ n: number | string }>(

@@ -147,6 +147,24 @@ for (const engine of availableEngines())
       expect(rows.filter((r) => r.state === 'done').map((r) => r.outcome)).toEqual(['confirmed']);
     });
 
+    it('holds the pace and the cap with two schedulers at once (a resumed leader beside the new one)', async () => {
+      const { body } = await create({
+        recipients: Array.from({ length: 12 }, () => ({ to: phone(), vars: VARS })),
+        perMinute: 6,
+        maxConcurrent: 4,
+        window: ALL_DAY,
+      });
+      await settle(); // running, and its first call goes at once
+      expect((await recipients(body.id)).filter((r) => r.state === 'calling')).toHaveLength(1);
+      clock.advance(20_000); // two calls' worth of pace at 6 a minute
+      // three rounds at once: on Postgres each in a transaction of its own, side by side
+      await Promise.all([runCampaigns(deps), runCampaigns(deps), runCampaigns(deps)]);
+      expect((await recipients(body.id)).filter((r) => r.state === 'calling')).toHaveLength(3);
+      clock.advance(120_000); // a minute's worth more, but only one more may be in progress
+      await Promise.all([runCampaigns(deps), runCampaigns(deps), runCampaigns(deps)]);
+      expect((await recipients(body.id)).filter((r) => r.state === 'calling')).toHaveLength(4);
+    });
+
     it("waits for the window in the recipient's time zone, across the change to summer time", async () => {
       // Sunday 29 March 2026, 00:30 UTC: 02:30 in Kyiv; at 03:00 local the clocks go to 04:00
       clock.set('2026-03-29T00:30:00Z');
