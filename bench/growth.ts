@@ -153,11 +153,16 @@ function printRetention(r: RetentionRun): void {
   console.log(
     `\nretention of the oldest day (cutoff ${r.cutoff}): ${r.seconds} s, ${r.rounds} rounds${r.unfinished ? ' (stopped at the time limit, more left)' : ''}; removed ${removed || 'nothing'}`,
   );
+  const d = r.partitionDrop;
+  console.log(
+    `the day partitions alone first: ${d.seconds} s to drop ${d.dropped.map((p) => `${p.name} (${p.rows} rows)`).join(', ') || 'none'}`,
+  );
   printGrid(
-    ['table', 'before MB (idx)', 'after MB (idx)'],
+    ['table', 'before MB (idx)', 'partitions dropped MB (idx)', 'after MB (idx)'],
     TABLES.map((t) => [
       t,
       `${mb(r.before[t]!.totalBytes)} (${mb(r.before[t]!.indexBytes)})`,
+      `${mb(d.after[t]!.totalBytes)} (${mb(d.after[t]!.indexBytes)})`,
       `${mb(r.after[t]!.totalBytes)} (${mb(r.after[t]!.indexBytes)})`,
     ]),
   );

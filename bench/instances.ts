@@ -29,8 +29,8 @@
  * - Leadership: the leader lock's holders (pg_locks, bench/instances/leader.ts) sampled every
  *   100 ms through the whole run; then, with 3 instances and 60 000 messages queued, the
  *   leader is SIGKILLed mid-drain: the time until another holds the lock and until the
- *   sandbox accepts the next message; then the new leader is SIGSTOPped for 3 s (a hung
- *   process, its connections open): whether the lock moves.
+ *   sandbox accepts the next message; then the new leader is SIGSTOPped for 5 s (a hung
+ *   process, its connections open): whether the lock moves, and how soon.
  * - Prints a table and writes `bench/results/instances-<timestamp>.json`.
  *
  * BENCH_SECONDS (default 10) sets each load's length; BENCH_SCALE (default 1) scales the
@@ -46,7 +46,7 @@ import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startFlags } from '../scripts/start-flags.ts';
-import { openDatabase } from '../src/db/client.ts';
+import { LEADER_IDLE_TIMEOUT_MS, openDatabase } from '../src/db/client.ts';
 import { migrateDatabase } from '../src/db/migrate.ts';
 import { CALLBACK_HEADERS, CALLBACK_TOKEN, round, sleep } from './context.ts';
 import { becameLeaderAt, type LeaderSeen, leaderHolders, watchLeader } from './instances/leader.ts';
@@ -631,11 +631,14 @@ export interface FrozenLeader {
   /** holders seen while it was stopped (sampled every 100 ms) */
   holdersSeen: string[];
   lockMoved: boolean;
+  /** from SIGSTOP until another instance was seen holding the lock */
+  movedAfterMs?: number;
 }
 
 /**
  * A leader that hangs instead of dying: SIGSTOP for `ms`, then SIGCONT. Its connections stay
- * open, so Postgres keeps its session and the lock: the lock is expected not to move.
+ * open; Postgres ends its idle leader session after LEADER_IDLE_TIMEOUT_MS (src/db/client.ts),
+ * and another instance takes the lock at its next try: the lock is expected to move.
  */
 async function frozenLeader(s: Setup, ms: number): Promise<FrozenLeader | undefined> {
   const names = await leaderHolders(s.db.sql);
@@ -643,11 +646,15 @@ async function frozenLeader(s: Setup, ms: number): Promise<FrozenLeader | undefi
   if (!leader) return undefined;
   s.log(`(frozen) SIGSTOP ${leader.name} for ${ms} ms`);
   const seen = new Set<string>();
+  let movedAfterMs: number | undefined;
   leader.process.kill('SIGSTOP');
   const start = performance.now();
   try {
     while (performance.now() - start < ms) {
-      for (const h of await leaderHolders(s.db.sql)) seen.add(h);
+      for (const h of await leaderHolders(s.db.sql)) {
+        seen.add(h);
+        if (h !== leader.name) movedAfterMs ??= Math.round(performance.now() - start);
+      }
       await sleep(100);
     }
   } finally {
@@ -659,6 +666,7 @@ async function frozenLeader(s: Setup, ms: number): Promise<FrozenLeader | undefi
     stoppedMs: ms,
     holdersSeen,
     lockMoved: holdersSeen.some((h) => h !== leader.name),
+    ...(movedAfterMs !== undefined && { movedAfterMs }),
   };
 }
 
@@ -1013,7 +1021,9 @@ async function main(): Promise<void> {
     if (proxy?.name !== `instances-proxy-${instances.length}`) await startProxy(instances);
     const s: Setup = { db, sandbox, proxy: proxy!, instances: [...instances], log, seconds };
     const h = instances.length >= 2 ? await handover(s, handoverMessages) : undefined;
-    const frozen = s.instances.length >= 2 ? await frozenLeader(s, 3000) : undefined;
+    // long enough for Postgres to end the hung leader's session and another to take over
+    const frozen =
+      s.instances.length >= 2 ? await frozenLeader(s, LEADER_IDLE_TIMEOUT_MS + 3000) : undefined;
     const leadership: LeaderSeen = watch.stop();
 
     log('reading the sandbox records');
@@ -1081,7 +1091,7 @@ async function main(): Promise<void> {
     }
     if (frozen) {
       console.log(
-        `frozen leader: ${frozen.leader} SIGSTOPped for ${frozen.stoppedMs} ms; holders seen meanwhile ${JSON.stringify(frozen.holdersSeen)}: the lock ${frozen.lockMoved ? 'moved' : 'did not move'}`,
+        `frozen leader: ${frozen.leader} SIGSTOPped for ${frozen.stoppedMs} ms; holders seen meanwhile ${JSON.stringify(frozen.holdersSeen)}: the lock ${frozen.lockMoved ? `moved ${frozen.movedAfterMs} ms after SIGSTOP` : 'did not move'}`,
       );
     }
     console.log(

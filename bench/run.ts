@@ -25,6 +25,8 @@
  * runs some parts only ((h): stored calls replayed through a changed flow, bench/replay.ts;
  * (i): spoken prompts against recorded ones, bench/spoken.ts; (j): campaigns, a CSV upload
  * against calls/batch and the scheduler's pace, bench/campaigns.ts); BENCH_PROF=<dir> writes a CPU profile of the server there;
+ * BENCH_POOLER=unprepared|pgbouncer runs the server with DATABASE_PREPARE=false, directly or
+ * through a PgBouncer in transaction mode (issue 27 point 6);
  * BENCH_LOG_LEVEL sets the server's LOG_LEVEL (default info, as deployed); BENCH_KEEP_LOGS=1
  * keeps the children's logs (e.g. for BENCH_NODE_ARGS=--trace-gc); BENCH_TRACE=<dir> writes each
  * open-loop load's requests there as CSV, to line slow ones up with those logs.
@@ -36,6 +38,7 @@ import { join } from 'node:path';
 import { startFlags } from '../scripts/start-flags.ts';
 import { openDatabase } from '../src/db/client.ts';
 import { migrateDatabase } from '../src/db/migrate.ts';
+import { type PgBouncer, startPgBouncer } from '../test/support/pgbouncer.ts';
 import { benchCampaigns, type CampaignsBench } from './campaigns.ts';
 import { benchCompile, type CompileBench } from './compile.ts';
 import { type BenchContext, CALLBACK_TOKEN, round } from './context.ts';
@@ -658,11 +661,13 @@ async function main(): Promise<void> {
   }
   const db = await createBenchDatabase(adminUrl);
   const children: Child[] = [];
+  let bouncer: PgBouncer | undefined;
   let cleaned = false;
   const cleanup = async () => {
     if (cleaned) return;
     cleaned = true;
     await Promise.all(children.map((c) => c.stop()));
+    await bouncer?.stop();
     await db.drop().catch((err: unknown) => log(`could not drop ${db.name}: ${String(err)}`));
     if (process.env.BENCH_KEEP_LOGS) log(`logs kept in ${logDir}`);
     else rmSync(logDir, { recursive: true, force: true });
@@ -700,13 +705,28 @@ async function main(): Promise<void> {
       ...(process.env.BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROF}`] : []),
       ...extraNodeArgs,
     ];
+    // BENCH_POOLER: how the server reaches Postgres (issue 27 point 6): unset, directly with
+    // prepared statements; `unprepared`, directly with DATABASE_PREPARE=false; `pgbouncer`,
+    // through a PgBouncer in transaction mode (Debian's), unprepared, sessions direct
+    const pooler = process.env.BENCH_POOLER ?? 'direct';
+    if (!['direct', 'unprepared', 'pgbouncer'].includes(pooler))
+      throw new Error(`BENCH_POOLER=${pooler}: expected unprepared or pgbouncer`);
+    if (pooler === 'pgbouncer') bouncer = await startPgBouncer(db.url);
+    const databaseEnv =
+      pooler === 'direct'
+        ? { DATABASE_URL: db.url }
+        : {
+            DATABASE_URL: bouncer ? bouncer.via(db.url) : db.url,
+            DATABASE_PREPARE: 'false',
+            ...(bouncer && { DATABASE_DIRECT_URL: db.url }),
+          };
     const server = await spawnChild({
       name: 'switchboard',
       entry: 'dist/main.js',
       env: {
         PORT: '0',
         HOST: '127.0.0.1',
-        DATABASE_URL: db.url,
+        ...databaseEnv,
         PROVIDER_BASE_URL: sandbox.url,
         CALLBACK_TOKEN,
         // part (g)'s endpoint is a receiver on this machine's loopback
@@ -858,6 +878,7 @@ async function main(): Promise<void> {
       `\nCPU stolen by the hypervisor: ${stolen.join(', ')} (a starved VM, not the code, if high)`,
     );
     console.log(`server node flags: ${serverNodeArgs.join(' ') || 'none'}`);
+    console.log(`server's database connection (BENCH_POOLER): ${pooler}`);
     console.log('');
     const durationSeconds = round((Date.now() - started) / 1000, 0);
     const file = writeResults({
@@ -866,6 +887,7 @@ async function main(): Promise<void> {
       scale,
       machine: machine(String(pg!.v)),
       serverNodeArgs,
+      pooler,
       goals: rows,
       results,
       durationSeconds,
