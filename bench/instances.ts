@@ -4,8 +4,8 @@
  * database of its own, `sb_bench_<random>`, dropped at the end).
  *
  * - Children on loopback, as `npm run bench` starts them (bench/lib/children.ts): the
- *   sandbox (bench/instances/sandbox-server.ts: bench/sandbox-server.ts's, calling back to
- *   the proxy), the round-robin proxy (bench/lib/round-robin.ts in
+ *   sandbox (bench/sandbox-server.ts with SANDBOX_CALLBACK_URL: it calls back to the
+ *   proxy), the round-robin proxy (bench/lib/round-robin.ts in
  *   bench/instances/proxy-server.ts, its CPU its own, on one port for the whole run) and
  *   three Switchboard processes (`dist/main.js`, built by scripts/build.mjs, run with npm
  *   start's node flags), each on its own PORT, all with PUBLIC_URL the proxy, so the
@@ -927,7 +927,7 @@ async function main(): Promise<void> {
       // names of their own: a TypeScript child is bundled to node_modules/.cache under its
       // name, and `npm run bench` (maybe running meanwhile) bundles its sandbox as "sandbox"
       name: 'instances-sandbox',
-      entry: 'bench/instances/sandbox-server.ts',
+      entry: 'bench/sandbox-server.ts',
       env: {
         PORT: '0',
         SANDBOX_CALLBACK_URL: `${proxyUrl}/hooks/delivery`,
