@@ -1,8 +1,9 @@
 /**
- * Day partitions of the append-only timelines (migration 0017): `message_events` and
- * `call_events` are partitioned by RANGE of their parent's id, a UUIDv7 (its first 48 bits are
- * the millisecond it was made), one partition per UTC day, and a default partition for what
- * falls outside every day made. So:
+ * Day partitions of the append-only timelines (migration 0017) and of the events for the
+ * user's endpoints (0018): `message_events` and `call_events` are partitioned by RANGE of their
+ * parent's id, `outgoing_events` by its own, a UUIDv7 (its first 48 bits are the millisecond
+ * it was made), one partition per UTC day, and a default partition for what falls outside
+ * every day made. So:
  *
  * - a read by message or call id (every timeline) touches one partition, whatever the number
  *   of days kept;
@@ -13,23 +14,38 @@
  *   (a server stopped for longer) fills the default partition meanwhile, and its rows move
  *   into their partition when it is made.
  *
- * A day partition is defined once, in SQL (`switchboard_day_partition`, migration 0017); this
- * module only says which days. With PARTITIONS=external the server makes and drops none, and
- * another tool (pg_partman, with its UUIDv7 encoder) owns them: docs/scaling.md.
+ * No foreign key refers to a partitioned table: a day would then have to be detached before
+ * its drop, and Postgres would check every row of it meanwhile, under the table's lock. So a
+ * day of `outgoing_events` goes with its deliveries, deleted here in the drop's transaction.
+ *
+ * A day partition is defined once, in SQL (`switchboard_day_partition`, migration 0017, made
+ * over in 0018); this module only says which days. With PARTITIONS=external the server makes
+ * and drops none, and another tool (pg_partman, with its UUIDv7 encoder) owns them:
+ * docs/scaling.md.
  *
  * @example
  * await ensurePartitions(db, clock.now(), 7); // today and the 7 days after it exist
  * const { dropped } = await dropPartitionsBefore(db, cutoff); // days wholly before cutoff
  */
 import { sql } from 'drizzle-orm';
-import { uuidv7Time } from '../ids.ts';
-import { type Db, type Queryable, rowsOf } from './client.ts';
+import { TransactionRollbackError } from 'drizzle-orm/errors';
+import { uuidv7Floor, uuidv7Time } from '../ids.ts';
+import { type Db, type Queryable, rowsOf, type Tx } from './client.ts';
 import { isLockNotAvailable } from './errors.ts';
 
-/** The partitioned tables and their keys: the parent's UUIDv7. */
+/**
+ * The partitioned tables and their keys: the parent's UUIDv7, or the row's own. `release`:
+ * the rows of other tables that go with a day of this one, in the drop's transaction, before
+ * the drop and checked after it (false: the day waits, whole, for a later round).
+ */
 export const PARTITIONED = [
   { table: 'message_events', key: 'message_id' },
   { table: 'call_events', key: 'call_id' },
+  {
+    table: 'outgoing_events',
+    key: 'id',
+    release: { before: releaseDeliveries, after: noDeliveryLeft },
+  },
 ] as const;
 
 export type PartitionedTable = (typeof PARTITIONED)[number]['table'];
@@ -87,11 +103,12 @@ function dayOf(ms: number): string {
 /**
  * Makes the day partitions that are missing, on every partitioned table: today's and the
  * `aheadDays` days after it (UTC), and the days whose events are waiting in the default
- * partition (a server stopped longer than that; rows from before the migration's days); the
- * names of those made. Each in its own short transaction, which waits at most `lockTimeoutMs`
- * for the table (a partition made takes a brief exclusive lock on its parent): one that could
- * not wait is made on the next round. With `keepFrom` (the retention limit), no day that ended
- * before it is made: retention would drop it again, and its rows go one by one.
+ * partition (a server stopped longer than that; rows from before the migration's days), which
+ * move into it; the names of those made. Each in its own short transaction, which waits at
+ * most `lockTimeoutMs` for the table (a partition made takes a brief exclusive lock on its
+ * parent): one that could not wait is made on the next round. With `keepFrom` (the retention
+ * limit), no day that ended before it is made: retention would drop it again, and its rows go
+ * one by one.
  */
 export async function ensurePartitions(
   db: Db,
@@ -137,11 +154,51 @@ export async function ensurePartitions(
 }
 
 /**
+ * Before a day of `outgoing_events` goes: its events' deliveries (no foreign key: migration
+ * 0018), and their attempts (that foreign key cascades). Retention never cuts a retry: while
+ * one of them is pending the day stays (false), whole, and is tried again on a later round.
+ * The deliveries go row by row, but they are narrow; the events, the wide rows, go with the
+ * partition.
+ */
+async function releaseDeliveries(tx: Tx, p: DayPartition): Promise<boolean> {
+  const day = deliveriesOf(p);
+  const pending = rowsOf(
+    await tx.execute(
+      sql`select 1 from event_deliveries where ${day} and state = 'pending' limit 1`,
+    ),
+  );
+  if (pending.length > 0) return false;
+  await tx.execute(sql`delete from event_deliveries where ${day} and state <> 'pending'`);
+  return true;
+}
+
+/**
+ * After a day of `outgoing_events` is dropped, under the table's lock: that none of its
+ * deliveries is left (one index probe). No one can read an event of the day any more, let
+ * alone queue a delivery of it, and a replay that read one before has committed (the drop
+ * waited for it); false: it queued one after `releaseDeliveries`, and the day waits.
+ */
+async function noDeliveryLeft(tx: Tx, p: DayPartition): Promise<boolean> {
+  const left = rowsOf(
+    await tx.execute(sql`select 1 from event_deliveries where ${deliveriesOf(p)} limit 1`),
+  );
+  return left.length === 0;
+}
+
+/** The deliveries of the events of day `p`: a range of event_deliveries_event_endpoint_idx. */
+function deliveriesOf(p: DayPartition) {
+  const lo = uuidv7Floor(new Date(p.fromMs));
+  const hi = uuidv7Floor(new Date(p.toMs));
+  return sql`event_id >= ${lo}::uuid and event_id < ${hi}::uuid`;
+}
+
+/**
  * Drops the day partitions that end at or before `cutoff`: every event in them belongs to a
- * message or call made before it. Each drop is its own short transaction that waits at most
- * `lockTimeoutMs` for the table; one that could not is left for the next round. The names of
- * those dropped, with their row counts as the statistics last saw them (a count would read
- * what is about to go).
+ * message or call made before it (or, for `outgoing_events`, was recorded before it; a day
+ * goes with its deliveries, once none is pending: `releaseDeliveries`). Each drop is its own
+ * short transaction that waits at most `lockTimeoutMs` for the table; one that could not is
+ * left for the next round. The names of those dropped, with their row counts as the
+ * statistics last saw them (a count would read what is about to go).
  */
 export async function dropPartitionsBefore(
   db: Db,
@@ -151,6 +208,7 @@ export async function dropPartitionsBefore(
   const old = (await listPartitions(db)).filter((p) => p.toMs <= cutoff.getTime());
   const dropped: { name: string; rows: number }[] = [];
   for (const p of old) {
+    const of = PARTITIONED.find((t) => t.table === p.table);
     try {
       const rows = await db.transaction(async (tx) => {
         await tx.execute(sql`select set_config('lock_timeout', ${`${lockTimeoutMs}ms`}, true)`);
@@ -159,13 +217,19 @@ export async function dropPartitionsBefore(
             sql`select greatest(reltuples, 0)::bigint as n from pg_class where relname = ${p.name}`,
           ),
         );
+        const release = of && 'release' in of ? of.release : undefined;
+        // the day waits, whole: what release deleted comes back
+        if (release && !(await release.before(tx, p))) tx.rollback();
+        // the drop holds the parent's lock from here to the commit: nothing slow after it
         await tx.execute(sql`drop table if exists ${sql.identifier(p.name)}`);
+        if (release && !(await release.after(tx, p))) tx.rollback();
         return Number(stats?.n ?? 0);
       });
       dropped.push({ name: p.name, rows });
     } catch (err) {
-      // the table was busy past the lock timeout: the next round drops it
-      if (!isLockNotAvailable(err)) throw err;
+      // the table was busy past the lock timeout: the next round drops it; a day that must
+      // wait (a delivery pending, or queued again meanwhile) likewise
+      if (!(err instanceof TransactionRollbackError) && !isLockNotAvailable(err)) throw err;
     }
   }
   return dropped;

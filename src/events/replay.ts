@@ -69,10 +69,13 @@ export async function replayEvent(
   if (!uuid) throw unknown();
   const now = deps.clock.now();
   return deps.db.transaction(async (tx) => {
+    // locked, as a foreign key's check would: no delete of it (erasure, retention) passes
+    // the delivery queued for it here (no foreign key: src/db/schema/endpoints.ts)
     const [event] = await tx
       .select({ id: outgoingEvents.id, subject: outgoingEvents.subject })
       .from(outgoingEvents)
-      .where(eq(outgoingEvents.id, uuid));
+      .where(eq(outgoingEvents.id, uuid))
+      .for('key share');
     if (!event) throw unknown();
     let rows: { id: number; endpointId: string }[];
     if (input.endpoint !== undefined) {

@@ -289,7 +289,9 @@ const messages: ErasureStep = {
  * (their subject), and any other that mentions the number in its data (an incoming message
  * from it, or quoting it), deleted whole with their deliveries and attempts: an event is a
  * copy sent out, not a record anyone reads here. The mention test reads every event's data,
- * as the inbound messages' does.
+ * as the inbound messages' does. The deliveries have no foreign key to cascade through
+ * (src/db/schema/endpoints.ts): they go by a second statement. The first waits for a replay
+ * holding one of the events (src/events/replay.ts); the second's snapshot sees what it queued.
  */
 const outgoingEvents: ErasureStep = {
   name: 'outgoing events',
@@ -305,6 +307,15 @@ const outgoingEvents: ErasureStep = {
             or ${phoneMentionSql(sql`data::text`, s.phone)}
           returning id`,
     );
+    if (gone.length > 0) {
+      // their attempts go with them (that foreign key cascades)
+      await tx.execute(
+        sql`delete from event_deliveries where event_id in ${idList(
+          gone.map((r) => r.id),
+          'uuid',
+        )}`,
+      );
+    }
     return { outgoingEvents: gone.length };
   },
 };

@@ -1,9 +1,10 @@
 /**
  * Retention (RETENTION_DAYS): raw callback bodies, message texts and events older than the
- * limit are removed, a small batch at a time; the timelines' day partitions whose span ended
- * before it are dropped whole (src/db/partitions.ts). Each batch is one short statement (or one short
- * transaction) that skips rows someone else holds (SKIP LOCKED), so the hooks, which only
- * ever write new rows and lock recent ones, never wait behind it.
+ * limit are removed, a small batch at a time; the day partitions of the timelines and of the
+ * events for the user's endpoints whose span ended before it are dropped whole
+ * (src/db/partitions.ts). Each batch is one short statement (or one short transaction) that
+ * skips rows someone else holds (SKIP LOCKED), so the hooks, which only ever write new rows
+ * and lock recent ones, never wait behind it.
  *
  * What stays: each message's head row (number, type, status, parts: what was sent to whom,
  * without the words, and when the words went: `content_removed_at`) and the calls with their
@@ -24,7 +25,10 @@ import { uuidv7Floor } from '../ids.ts';
 export interface RetentionCounts {
   /** raw callback bodies deleted (with the pending events and inbound messages they carried) */
   rawCallbacks: number;
-  /** day partitions of the timelines dropped whole (src/db/partitions.ts) */
+  /**
+   * day partitions of the timelines and of the events for the user's endpoints (with their
+   * deliveries and attempts) dropped whole (src/db/partitions.ts)
+   */
   eventPartitions: number;
   /** message events deleted one by one: those in the default partition */
   messageEvents: number;
@@ -35,7 +39,10 @@ export interface RetentionCounts {
    * texts) were removed
    */
   messageTexts: number;
-  /** events for the user's endpoints (with their deliveries and attempts), none still pending */
+  /**
+   * events for the user's endpoints (with their deliveries and attempts), none still pending,
+   * deleted one by one: those in the default partition
+   */
   outgoingEvents: number;
   /**
    * recipients (their vars, their attempts) of campaigns that finished before the limit, and
@@ -95,9 +102,10 @@ const rawCallbacks: RetentionStep = {
 };
 
 /**
- * The timelines' day partitions that end before the cutoff, dropped whole: every event in one
- * belongs to a message or call made before the limit. A day made or still written to is never
- * dropped: its span ends after the cutoff.
+ * The day partitions that end before the cutoff, dropped whole: every event in one of the
+ * timelines belongs to a message or call made before the limit; every event for the user's
+ * endpoints was recorded before it, and goes with its deliveries once none of its day's is
+ * pending. A day made or still written to is never dropped: its span ends after the cutoff.
  */
 const eventPartitions: RetentionStep = {
   kind: 'eventPartitions',
@@ -258,22 +266,30 @@ const messageTexts: RetentionStep = {
 };
 
 /**
- * Events for the user's endpoints (src/events/), oldest first through their time index, with
- * their deliveries and attempts (the foreign keys cascade). An event still pending for some
- * endpoint (being retried) stays until that delivery is done: retention never cuts a retry.
+ * Events for the user's endpoints (src/events/) in the default partition (those of no day
+ * made: a day already past the limit when the server came back, PARTITIONS=external, ids with
+ * no time in them), oldest first through their time index, with their deliveries in the same
+ * statement (no foreign key to cascade through: src/db/schema/endpoints.ts) and so their
+ * attempts (that one cascades); the days' partitions go whole (`eventPartitions`), so this
+ * never thins a day that is about to. An event still pending for some endpoint (being
+ * retried) stays until that delivery is done: retention never cuts a retry. One a replay
+ * holds (locked) is skipped, so no delivery it queues outlives its event.
  */
 const outgoingEvents: RetentionStep = {
   kind: 'outgoingEvents',
   async run(db, cutoff, batchSize) {
     const changed = count(
       await db.execute(sql`
-        delete from outgoing_events where id in (
-          select o.id from outgoing_events o
-          where o.created_at < ${cutoff.toISOString()}::timestamptz
-            and not exists (select 1 from event_deliveries d
-              where d.event_id = o.id and d.state = 'pending')
-          order by o.created_at limit ${batchSize} for update skip locked)
-        returning id`),
+        with gone as (
+          delete from outgoing_events_default where id in (
+            select o.id from outgoing_events_default o
+            where o.created_at < ${cutoff.toISOString()}::timestamptz
+              and not exists (select 1 from event_deliveries d
+                where d.event_id = o.id and d.state = 'pending')
+            order by o.created_at limit ${batchSize} for update skip locked)
+          returning id),
+        d as (delete from event_deliveries where event_id in (select id from gone))
+        select id from gone`),
     );
     return { changed, more: changed === batchSize };
   },

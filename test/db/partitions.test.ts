@@ -1,18 +1,25 @@
 /**
- * The timelines' day partitions (migration 0017, src/db/partitions.ts), on PGlite and on
- * Postgres: the server makes each day ahead, a day made late takes its rows back from the
- * default partition, a read by id touches one partition, retention drops whole days, and the
- * migration converts a populated database without losing or changing a row.
+ * The day partitions of the timelines (migration 0017) and of the events for the user's
+ * endpoints (0018), src/db/partitions.ts, on PGlite and on Postgres: the server makes each day
+ * ahead, a day made late takes its rows back from the default partition, a read by id touches
+ * one partition, retention drops whole days (a day of events with its deliveries and attempts,
+ * once none is pending; no foreign key refers to the events), and each migration converts a
+ * populated database without losing or changing a row.
  */
 import { rmSync } from 'node:fs';
-import { sql } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/clock.ts';
 import { type Db, rowsOf } from '../../src/db/client.ts';
 import { migrateDatabase } from '../../src/db/migrate.ts';
 import { dropPartitionsBefore, ensurePartitions, listPartitions } from '../../src/db/partitions.ts';
+import { deliveryAttempts, eventDeliveries, outgoingEvents } from '../../src/db/schema/index.ts';
+import { recordEvents } from '../../src/events/record.ts';
+import { replayEvent } from '../../src/events/replay.ts';
+import { webhookId } from '../../src/events/sign.ts';
 import { uuidv7 } from '../../src/ids.ts';
 import { runRetention } from '../../src/privacy/retention.ts';
+import { insertEndpoint, insertEvent } from '../events/delivery-helpers.ts';
 import { availableEngines, describeEachEngine } from '../support/db.ts';
 import { emptyDatabase, migrateWith, migrationsBefore } from '../support/migrations.ts';
 
@@ -32,6 +39,49 @@ async function homes(db: Db, messageId: string): Promise<string[]> {
   ).map((r) => r.part);
 }
 
+/** Where the event for the user's endpoints `id` is stored (none when it is gone). */
+async function eventHome(db: Db, id: string): Promise<string | undefined> {
+  const [row] = rowsOf<{ part: string }>(
+    await db.execute(
+      sql`select tableoid::regclass::text as part from outgoing_events where id = ${id}`,
+    ),
+  );
+  return row?.part;
+}
+
+/** How many rows of `table` (event_deliveries, delivery_attempts) belong to the event `id`. */
+async function rowsOfEvent(
+  db: Db,
+  table: 'event_deliveries' | 'delivery_attempts',
+  id: string,
+): Promise<number> {
+  const [row] = rowsOf<{ n: number | string }>(
+    await db.execute(
+      sql`select count(*) as n from ${sql.identifier(table)} where event_id = ${id}`,
+    ),
+  );
+  return Number(row?.n);
+}
+
+async function deliver(db: Db, deliveryId: number, eventId: string, endpointId: string, at: Date) {
+  await db
+    .update(eventDeliveries)
+    .set({ state: 'delivered' })
+    .where(eq(eventDeliveries.id, deliveryId));
+  await db.insert(deliveryAttempts).values({
+    deliveryId,
+    eventId,
+    endpointId,
+    at,
+    status: 'succeeded',
+    responseStatus: 200,
+    durationMs: 5,
+  });
+}
+
+// a v4 id: no time in it, so no day
+const STRAY = '5b8e2c1a-0d4f-4c2b-9a1e-3f6d7c8b9a0e';
+
 async function addEvent(db: Db, messageId: string, at: Date) {
   await db.execute(sql`
     insert into message_events (message_id, status, source, at, received_at)
@@ -48,6 +98,7 @@ describeEachEngine('day partitions', (ctx) => {
         .flatMap((i) => [
           dayName('message_events', D0 + i * DAY),
           dayName('call_events', D0 + i * DAY),
+          dayName('outgoing_events', D0 + i * DAY),
         ])
         .sort(),
     );
@@ -56,6 +107,7 @@ describeEachEngine('day partitions', (ctx) => {
     expect(spans.map((p) => [p.table, p.fromMs, p.toMs]).sort()).toEqual([
       ['call_events', D0, D0 + DAY],
       ['message_events', D0, D0 + DAY],
+      ['outgoing_events', D0, D0 + DAY],
     ]);
   });
 
@@ -127,19 +179,263 @@ describeEachEngine('day partitions', (ctx) => {
     // before the cutoff, the second has not
     const clock: Clock = { now: () => new Date(D0 + DAY + 30 * DAY + 3_600_000) };
     const { removed } = await runRetention(db(), clock, 30);
-    expect(removed.eventPartitions).toBe(2); // message_events and call_events of the first day
+    // message_events, call_events and outgoing_events (no delivery in it) of the first day
+    expect(removed.eventPartitions).toBe(3);
     expect(await homes(db(), first)).toEqual([]);
     expect(await homes(db(), second)).toEqual([dayName('message_events', D0 + DAY)]);
     const names = (await listPartitions(db())).map((p) => p.name);
     expect(names).not.toContain(dayName('message_events', D0));
     expect(names).not.toContain(dayName('call_events', D0));
+    expect(names).not.toContain(dayName('outgoing_events', D0));
     expect(names).toContain(dayName('message_events', D0 + DAY));
     // nothing else ended before that cutoff
     expect(await dropPartitionsBefore(db(), new Date(D0 + DAY + 3_600_000))).toEqual([]);
   });
+
+  it('drops a day of events for the endpoints with their deliveries and attempts, once none is pending', async () => {
+    const day = D0 + 100 * DAY;
+    await ensurePartitions(db(), new Date(day), 1);
+    const ep = await insertEndpoint(db(), { url: 'https://receiver.example.org/hook' });
+    const a = await insertEvent(db(), [ep.id], { at: new Date(day + 1000) });
+    // recorded as the server records them: into their day's partition too
+    const written = await db().transaction((tx) =>
+      recordEvents(tx, [
+        { type: 'call.ended', subject: 'call:b', data: { n: 1 }, at: new Date(day + 2000) },
+      ]),
+    );
+    expect(written).toBe(1);
+    const [b] = await db()
+      .select({ id: eventDeliveries.id, eventId: eventDeliveries.eventId })
+      .from(eventDeliveries)
+      .where(eq(eventDeliveries.subject, 'call:b'));
+    const next = await insertEvent(db(), [ep.id], { at: new Date(day + DAY + 1000) });
+    expect(await eventHome(db(), a.eventId)).toBe(dayName('outgoing_events', day));
+    expect(await eventHome(db(), b!.eventId)).toBe(dayName('outgoing_events', day));
+    expect(await eventHome(db(), next.eventId)).toBe(dayName('outgoing_events', day + DAY));
+    await deliver(db(), a.deliveryIds[0]!, a.eventId, ep.id, new Date(day + 1500));
+
+    // 30 days kept, an hour into the next day's thirtieth day after: the day ended before
+    // the cutoff, the next did not; b is still pending (a retry), so the day stays, whole
+    const clock: Clock = { now: () => new Date(day + DAY + 30 * DAY + 3_600_000) };
+    const names = async () => (await listPartitions(db())).map((p) => p.name);
+    await runRetention(db(), clock, 30);
+    expect(await names()).toContain(dayName('outgoing_events', day));
+    expect(await rowsOfEvent(db(), 'event_deliveries', a.eventId)).toBe(1);
+    expect(await rowsOfEvent(db(), 'delivery_attempts', a.eventId)).toBe(1);
+
+    // b delivered, but a replayed meanwhile: pending again, the day still stays
+    await deliver(db(), b!.id, b!.eventId, ep.id, new Date(day + 2500));
+    const replayed = await replayEvent({ db: db(), clock }, { eventId: webhookId(a.eventId) });
+    expect(replayed.requeued).toEqual([{ endpointId: ep.id, deliveryId: a.deliveryIds[0] }]);
+    await runRetention(db(), clock, 30);
+    expect(await names()).toContain(dayName('outgoing_events', day));
+    expect(await eventHome(db(), a.eventId)).toBe(dayName('outgoing_events', day));
+
+    // every delivery done: the day goes, with its deliveries and their attempts
+    await deliver(db(), a.deliveryIds[0]!, a.eventId, ep.id, new Date(day + 1600));
+    const { removed } = await runRetention(db(), clock, 30);
+    expect(removed.eventPartitions).toBeGreaterThanOrEqual(1);
+    expect(await names()).not.toContain(dayName('outgoing_events', day));
+    for (const id of [a.eventId, b!.eventId]) {
+      expect(await eventHome(db(), id)).toBeUndefined();
+      expect(await rowsOfEvent(db(), 'event_deliveries', id)).toBe(0);
+      expect(await rowsOfEvent(db(), 'delivery_attempts', id)).toBe(0);
+    }
+    // the next day's event and delivery stay
+    expect(await eventHome(db(), next.eventId)).toBe(dayName('outgoing_events', day + DAY));
+    expect(await rowsOfEvent(db(), 'event_deliveries', next.eventId)).toBe(1);
+  });
+
+  it('moves the events for the endpoints of a day made late into it, deliveries untouched', async () => {
+    const late = D0 + 120 * DAY;
+    const ep = await insertEndpoint(db(), { url: 'https://receiver.example.org/hook' });
+    const e = await insertEvent(db(), [ep.id], { at: new Date(late + 1000) });
+    await deliver(db(), e.deliveryIds[0]!, e.eventId, ep.id, new Date(late + 1500));
+    // an id with no time in it (a v4) has no day: it stays in the default partition
+    const stray = await insertEvent(db(), [ep.id], { at: new Date(late + 1000) });
+    await db().execute(sql`update outgoing_events set id = ${STRAY} where id = ${stray.eventId}`);
+    await db().execute(
+      sql`update event_deliveries set event_id = ${STRAY} where event_id = ${stray.eventId}`,
+    );
+    await deliver(db(), stray.deliveryIds[0]!, STRAY, ep.id, new Date(late + 1500));
+    expect(await eventHome(db(), e.eventId)).toBe('outgoing_events_default');
+    const made = await ensurePartitions(db(), new Date(late), 0);
+    expect(made).toContain(dayName('outgoing_events', late));
+    expect(await eventHome(db(), e.eventId)).toBe(dayName('outgoing_events', late));
+    expect(await eventHome(db(), STRAY)).toBe('outgoing_events_default');
+    expect(await rowsOfEvent(db(), 'event_deliveries', e.eventId)).toBe(1);
+    expect(await rowsOfEvent(db(), 'delivery_attempts', e.eventId)).toBe(1);
+    // a write of that day lands in it too
+    const f = await insertEvent(db(), [ep.id], { at: new Date(late + 2000) });
+    expect(await eventHome(db(), f.eventId)).toBe(dayName('outgoing_events', late));
+
+    // delivered, retention drops the day with its deliveries and attempts, and removes the
+    // one in the default partition by itself, with its own
+    await deliver(db(), f.deliveryIds[0]!, f.eventId, ep.id, new Date(late + 2500));
+    const clock: Clock = { now: () => new Date(late + 31 * DAY) };
+    let dropped = 0;
+    let oneByOne = 0;
+    for (let round = 0; round < 10; round++) {
+      const { removed, more } = await runRetention(db(), clock, 30);
+      dropped += removed.eventPartitions;
+      oneByOne += removed.outgoingEvents;
+      if (!more) break;
+    }
+    expect(dropped).toBeGreaterThanOrEqual(1);
+    expect(oneByOne).toBe(1);
+    expect((await listPartitions(db())).map((p) => p.name)).not.toContain(
+      dayName('outgoing_events', late),
+    );
+    for (const id of [e.eventId, f.eventId, STRAY]) {
+      expect(await eventHome(db(), id)).toBeUndefined();
+      expect(await rowsOfEvent(db(), 'event_deliveries', id)).toBe(0);
+      expect(await rowsOfEvent(db(), 'delivery_attempts', id)).toBe(0);
+    }
+  });
+
+  // two connections: PGlite has one
+  it.runIf(ctx.engine === 'postgres')(
+    'keeps a day whose event a replay queues again while the day goes',
+    async () => {
+      const day = D0 + 140 * DAY;
+      await ensurePartitions(db(), new Date(day), 0);
+      await dropPartitionsBefore(db(), new Date(day)); // nothing older in the way
+      const ep = await insertEndpoint(db(), { url: 'https://receiver.example.org/hook' });
+      const other = await insertEndpoint(db(), { url: 'https://other.example.org/hook' });
+      const a = await insertEvent(db(), [ep.id], { at: new Date(day + 1000) });
+      await deliver(db(), a.deliveryIds[0]!, a.eventId, ep.id, new Date(day + 1500));
+
+      // a replay to another endpoint holds the event (src/events/replay.ts) while retention
+      // deletes the day's deliveries, and queues its delivery while the drop waits for it
+      let release = () => {};
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let read = () => {};
+      const reading = new Promise<void>((resolve) => {
+        read = resolve;
+      });
+      const replay = db().transaction(async (tx) => {
+        await tx
+          .select({ id: outgoingEvents.id })
+          .from(outgoingEvents)
+          .where(eq(outgoingEvents.id, a.eventId))
+          .for('key share');
+        read();
+        await held;
+        await tx
+          .insert(eventDeliveries)
+          .values({ eventId: a.eventId, endpointId: other.id, subject: `call:${a.eventId}` });
+      });
+      await reading;
+      const dropping = dropPartitionsBefore(db(), new Date(day + DAY), 10_000);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      release();
+      await replay;
+      expect((await dropping).map((d) => d.name)).not.toContain(dayName('outgoing_events', day));
+
+      // the day stays, whole: the delivered delivery back with its attempt, and the new one
+      expect((await listPartitions(db())).map((p) => p.name)).toContain(
+        dayName('outgoing_events', day),
+      );
+      expect(await eventHome(db(), a.eventId)).toBe(dayName('outgoing_events', day));
+      expect(await rowsOfEvent(db(), 'event_deliveries', a.eventId)).toBe(2);
+      expect(await rowsOfEvent(db(), 'delivery_attempts', a.eventId)).toBe(1);
+    },
+  );
 });
 
 for (const engine of availableEngines()) {
+  describe(`migration 0018 over a populated database [${engine}]`, () => {
+    let test: Awaited<ReturnType<typeof emptyDatabase>>;
+    let before: string;
+    beforeAll(async () => {
+      before = migrationsBefore(18);
+      test = await emptyDatabase(engine);
+    });
+    afterAll(async () => {
+      await test?.drop();
+      rmSync(before, { recursive: true, force: true });
+    });
+
+    it('moves every event into its day, keeps the deliveries and their attempts, and drops the foreign key', async () => {
+      const { database } = test;
+      await migrateWith(database, before);
+      const db = database.db;
+      const today = Math.floor(Date.now() / DAY) * DAY;
+      const days = [today - 40 * DAY, today - 39 * DAY, today - 2 * DAY];
+      const ep = await insertEndpoint(db, { url: 'https://receiver.example.org/hook' });
+      const events: string[] = [];
+      for (const d of days) {
+        for (let k = 0; k < 2; k++) {
+          const e = await insertEvent(db, [ep.id], { at: new Date(d + 1000 + k) });
+          if (k === 0) await deliver(db, e.deliveryIds[0]!, e.eventId, ep.id, new Date(d + 1500));
+          events.push(e.eventId);
+        }
+      }
+      const foreign = STRAY;
+      await db.execute(sql`
+        insert into outgoing_events (id, type, subject, data, created_at)
+        values (${foreign}, 'call.ended', 'call:x', '{"n":1}', now())`);
+      const all = async (table: 'outgoing_events' | 'event_deliveries' | 'delivery_attempts') =>
+        rowsOf<Record<string, unknown>>(
+          await db.execute(
+            sql`select row_to_json(t)::text as r from ${sql.identifier(table)} t order by id`,
+          ),
+        ).map((r) => r.r);
+      const eventsBefore = await all('outgoing_events');
+      const deliveriesBefore = await all('event_deliveries');
+      const attemptsBefore = await all('delivery_attempts');
+      expect(eventsBefore).toHaveLength(7);
+      expect(deliveriesBefore).toHaveLength(6);
+      expect(attemptsBefore).toHaveLength(3);
+
+      await migrateDatabase(database);
+
+      expect(await all('outgoing_events')).toEqual(eventsBefore);
+      expect(await all('event_deliveries')).toEqual(deliveriesBefore);
+      expect(await all('delivery_attempts')).toEqual(attemptsBefore);
+      const names = (await listPartitions(db))
+        .filter((p) => p.table === 'outgoing_events')
+        .map((p) => p.name);
+      expect(names).toEqual(days.map((d) => dayName('outgoing_events', d)));
+      expect(await eventHome(db, events[0]!)).toBe(dayName('outgoing_events', days[0]!));
+      expect(await eventHome(db, foreign)).toBe('outgoing_events_default');
+      // no foreign key refers to the events any more; the attempts' to the deliveries stays
+      const keys = rowsOf<{ name: string; refers: string }>(
+        await db.execute(sql`
+          select conname as name, confrelid::regclass::text as refers from pg_constraint
+          where contype = 'f'
+            and conrelid in ('event_deliveries'::regclass, 'delivery_attempts'::regclass)
+          order by conname`),
+      );
+      expect(keys).toEqual([
+        {
+          name: 'delivery_attempts_delivery_id_event_deliveries_id_fk',
+          refers: 'event_deliveries',
+        },
+        { name: 'event_deliveries_endpoint_id_endpoints_id_fk', refers: 'endpoints' },
+      ]);
+      // retention drops the two old days with their deliveries and attempts, once delivered
+      await db.update(eventDeliveries).set({ state: 'delivered' });
+      let dropped = 0;
+      for (let round = 0; round < 10; round++) {
+        const { removed, more } = await runRetention(db, { now: () => new Date() }, 30);
+        dropped += removed.eventPartitions;
+        if (!more) break;
+      }
+      expect(dropped).toBe(2);
+      for (const [i, id] of events.entries()) {
+        const kept = i >= 4 ? 1 : 0;
+        expect(await rowsOfEvent(db, 'event_deliveries', id)).toBe(kept);
+        expect(await eventHome(db, id)).toBe(
+          kept ? dayName('outgoing_events', days[2]!) : undefined,
+        );
+      }
+      expect(await all('delivery_attempts')).toEqual(attemptsBefore.slice(2));
+    });
+  });
+
   describe(`migration 0017 over a populated database [${engine}]`, () => {
     let test: Awaited<ReturnType<typeof emptyDatabase>>;
     let before: string;

@@ -72,6 +72,8 @@ describeEachEngine('event delivery', (ctx) => {
 
   beforeEach(async () => {
     // each test on its own (its endpoints' deliveries only)
+    // no foreign key cascades from the events to their deliveries (src/db/schema/endpoints.ts)
+    await db().delete(eventDeliveries);
     await db().delete(outgoingEvents);
     await db().delete(endpoints);
     clock = stillClock(T0);

@@ -117,6 +117,8 @@ describeEachEngine('flow notify:', (ctx) => {
   });
 
   beforeEach(async () => {
+    // no foreign key cascades from the events to their deliveries (src/db/schema/endpoints.ts)
+    await db().delete(eventDeliveries);
     await db().delete(outgoingEvents);
   });
 

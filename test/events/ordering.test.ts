@@ -5,7 +5,7 @@
  */
 import { afterAll, afterEach, beforeEach, expect, it } from 'vitest';
 import type { Db } from '../../src/db/client.ts';
-import { endpoints, outgoingEvents } from '../../src/db/schema/index.ts';
+import { endpoints, eventDeliveries, outgoingEvents } from '../../src/db/schema/index.ts';
 import { type DeliverDeps, deliverOnce } from '../../src/events/deliver.ts';
 import { MAX_ATTEMPTS } from '../../src/events/schedule.ts';
 import { webhookId } from '../../src/events/sign.ts';
@@ -36,6 +36,8 @@ describeEachEngine('event order', (ctx) => {
   });
 
   beforeEach(async () => {
+    // no foreign key cascades from the events to their deliveries (src/db/schema/endpoints.ts)
+    await db().delete(eventDeliveries);
     await db().delete(outgoingEvents);
     await db().delete(endpoints);
     clock = stillClock(T0);

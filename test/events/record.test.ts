@@ -147,6 +147,8 @@ describeEachEngine('events recorded with their change', (ctx) => {
   // each test starts with no endpoint and no event (the file's database is shared)
   beforeEach(async () => {
     await db().delete(endpoints);
+    // no foreign key cascades from the events to their deliveries (src/db/schema/endpoints.ts)
+    await db().delete(eventDeliveries);
     await db().delete(outgoingEvents);
     subscriptionsOf(db()).changed();
     await subscriptionsOf(db()).ready();

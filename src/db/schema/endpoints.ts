@@ -56,6 +56,7 @@ export const endpoints = pgTable(
 export const outgoingEvents = pgTable(
   'outgoing_events',
   {
+    /** a UUIDv7 of created_at, the partition key: a day each (migration 0018, db/partitions.ts) */
     id: uuid('id').primaryKey(),
     /** message.status, call.started, call.key, call.outcome, call.ended, inbound.viber, ... */
     type: text('type').notNull(),
@@ -71,15 +72,21 @@ export const outgoingEvents = pgTable(
  * One event to one endpoint: the delivery queue. Written with its event (one row per endpoint
  * that wanted the type then); `pending` until delivered or its attempts are exhausted, and
  * pending again when replayed.
+ *
+ * `event_id` has no foreign key to `outgoing_events`: with one, dropping a day partition of
+ * the events would first detach it, holding the table's lock while Postgres checks every event
+ * of the day against the deliveries (migration 0018). Integrity is the application's instead:
+ * deliveries are written with their events (src/events/record.ts) or for an event a replay
+ * holds locked (src/events/replay.ts), and whatever deletes events deletes their deliveries
+ * in the same transaction (src/db/partitions.ts, src/privacy/retention.ts, erasure.ts).
  */
 export const eventDeliveries = pgTable(
   'event_deliveries',
   {
     /** also the order of one subject's events to one endpoint */
     id: bigserial('id', { mode: 'number' }).primaryKey(),
-    eventId: uuid('event_id')
-      .notNull()
-      .references(() => outgoingEvents.id, { onDelete: 'cascade' }),
+    /** an outgoing_events id (no foreign key: above), led by event_deliveries_event_endpoint_idx */
+    eventId: uuid('event_id').notNull(),
     endpointId: text('endpoint_id')
       .notNull()
       .references(() => endpoints.id, { onDelete: 'cascade' }),
@@ -129,5 +136,10 @@ export const deliveryAttempts = pgTable(
     /** scheduled (the queue) or replay (a user asked) */
     trigger: text('trigger').notNull().default('scheduled'),
   },
-  (t) => [index('delivery_attempts_endpoint_idx').on(t.endpointId, t.id)],
+  (t) => [
+    index('delivery_attempts_endpoint_idx').on(t.endpointId, t.id),
+    // a delivery's delete cascades to its attempts through this one, not a scan per delivery
+    // (retention deletes a dropped day's deliveries at once: src/db/partitions.ts)
+    index('delivery_attempts_delivery_idx').on(t.deliveryId),
+  ],
 );
