@@ -140,7 +140,8 @@ export function loop(
 
 export function startWorkers(deps: WorkerDeps): Workers {
   const { logger } = deps;
-  const leader: LeaderLock = deps.database.createLeaderLock(LEADER_LOCK);
+  // the moment a lock this instance waited for is its own, its dispatcher runs a round
+  const leader: LeaderLock = deps.database.createLeaderLock(LEADER_LOCK, () => dispatcher.wake());
   let wasLeader = false;
   const isLeader = async () => {
     const now = await leader.tryAcquire();

@@ -46,8 +46,10 @@ export interface Database {
   /**
    * A lock that at most one process holds at a time (the dispatcher leader). It lives as long
    * as a dedicated connection: a leader that dies loses it, and another takes it over.
+   * `onAcquired` runs when a lock this process was waiting for becomes its own, so the
+   * caller can start leading then rather than at its next try.
    */
-  createLeaderLock(key: number): LeaderLock;
+  createLeaderLock(key: number, onAcquired?: () => void): LeaderLock;
   /**
    * Calls `onNotify` on each NOTIFY on `channel` (delivered after the notifying transaction
    * commits, from any process); answers the function that stops listening. On Postgres it
@@ -62,7 +64,11 @@ export interface Database {
 }
 
 export interface LeaderLock {
-  /** true when this process holds the lock now (taking it if it is free) */
+  /**
+   * true when this process holds the lock now (taking it if it is free). While another holds
+   * it, this process waits for it in the background and calls `onAcquired` the moment it is
+   * its own (see createLeaderLock).
+   */
   tryAcquire(): Promise<boolean>;
   release(): Promise<void>;
 }
@@ -198,13 +204,14 @@ function sessionClient(
  * lock freed, once it has been idle this long. A leader that hangs (SIGSTOP, a stuck event
  * loop, a paused VM) keeps its TCP connection, so without this it would keep the lock, and
  * nobody would dispatch, until it died. A live leader's heartbeat (every
- * LEADER_HEARTBEAT_MS, a quarter of it, so an event loop late by up to 1.5 s still makes it)
- * keeps its session busy. Handover from a hung leader takes this plus the other instances'
- * next try (their dispatcher's 200 ms idle tick, src/workers.ts): about 2.2 s. Shorter would
- * take the lock from leaders that are merely slow; that costs a handover, not a double send
- * (rounds claim rows with SKIP LOCKED).
+ * LEADER_HEARTBEAT_MS, a quarter of it, so an event loop late by up to 600 ms still makes it)
+ * keeps its session busy. The other instances wait for the lock in Postgres
+ * (`pg_advisory_lock`), so one of them holds it the moment it is freed: handover from a hung
+ * leader takes this long, from a dead one (its connection closed) a round trip. A leader whose
+ * event loop stalls longer loses the lock: that costs a handover, not a double send (rounds
+ * claim rows with SKIP LOCKED), and it takes the lock again when it is free.
  */
-export const LEADER_IDLE_TIMEOUT_MS = 2000;
+export const LEADER_IDLE_TIMEOUT_MS = 800;
 const LEADER_HEARTBEAT_MS = LEADER_IDLE_TIMEOUT_MS / 4;
 
 /**
@@ -253,10 +260,14 @@ async function openPostgres(url: string, max: number, route: SessionRoute): Prom
         await single.end({ timeout: 5 });
       }
     },
-    createLeaderLock(key) {
+    createLeaderLock(key, onAcquired) {
       let session: postgres.Sql | undefined;
       let heartbeat: NodeJS.Timeout | undefined;
       let beating = false;
+      // the background `pg_advisory_lock` of session `waiting` (one at a time); `won` once it
+      // returned: the lock is this session's
+      let waiting: postgres.Sql | undefined;
+      let won = false;
       // false once the server refused the setting (refusedIdleTimeout): the session then
       // starts without it, and a hung leader keeps the lock until it dies, as a pooler in
       // front of the session route implies (docs/scaling.md)
@@ -265,11 +276,20 @@ async function openPostgres(url: string, max: number, route: SessionRoute): Prom
         clearInterval(heartbeat);
         heartbeat = undefined;
       };
-      /** Ends session `s`; the next tryAcquire opens a new one and asks again. */
+      const startHeartbeat = () => {
+        if (heartbeat) return;
+        heartbeat = setInterval(() => void beat(), LEADER_HEARTBEAT_MS);
+        heartbeat.unref(); // never what keeps the process alive
+      };
+      /** Ends session `s` (a wait on it fails with it); the next tryAcquire opens a new one. */
       const drop = async (s = session) => {
         if (s === session) {
           session = undefined;
           stopHeartbeat();
+        }
+        if (s === waiting) {
+          waiting = undefined;
+          won = false;
         }
         await s?.end({ timeout: 1 }).catch(() => {});
       };
@@ -288,6 +308,22 @@ async function openPostgres(url: string, max: number, route: SessionRoute): Prom
               and pid = pg_backend_pid() and objid = ${key}
           ) then true when ${take} then pg_try_advisory_lock(${key}) else false end as held`;
         return row?.held === true;
+      };
+      // another process holds the lock: wait for it in Postgres, on this session (a query
+      // waiting for a lock is not idle, so the idle timeout leaves it alone). The session can
+      // run nothing else meanwhile, so tryAcquire asks `won` instead of Postgres until then.
+      const wait = (s: postgres.Sql) => {
+        waiting = s;
+        won = false;
+        s`select pg_advisory_lock(${key})`.then(
+          () => {
+            if (waiting !== s) return; // released or dropped meanwhile: the session is ending
+            won = true;
+            startHeartbeat();
+            onAcquired?.();
+          },
+          () => void drop(s),
+        );
       };
       // while this process holds the lock: keeps its session from idling out, and finds a
       // lost one (a resumed process whose session Postgres ended) at once
@@ -308,13 +344,19 @@ async function openPostgres(url: string, max: number, route: SessionRoute): Prom
       const tryAcquire = async (): Promise<boolean> => {
         session ??= open();
         const s = session;
+        if (s === waiting) {
+          if (!won) return false;
+          // the wait returned: from now on this session is a holder's, heartbeat and all
+          waiting = undefined;
+          won = false;
+        }
         try {
           const held = await holds(s, true);
           if (s === session) {
-            if (!held) stopHeartbeat();
-            else if (!heartbeat) {
-              heartbeat = setInterval(() => void beat(), LEADER_HEARTBEAT_MS);
-              heartbeat.unref(); // never what keeps the process alive
+            if (held) startHeartbeat();
+            else {
+              stopHeartbeat();
+              wait(s);
             }
           }
           return held;

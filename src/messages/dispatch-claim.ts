@@ -37,15 +37,18 @@ export interface Claim {
 }
 
 /**
- * Most bytes of payload JSON in one messagelist: 5000 SMS fit many times over, a call's menu
- * with its signed tokens is 20-45 KB (an entry per key and menu), so a list of calls stops at
- * about a hundred. Every round holds its payloads three times at once (as received from
- * Postgres, as the request body, in the socket's buffers): without the cap a list of 5000
- * calls held ~200 MB. Counted on the text that is sent, not on Postgres's stored size of the
- * jsonb: that is compressed (a call's 44 KB of menu is stored in ~12 KB; 14 KB in ~4 KB when
- * this was measured), so a 4 MB budget of stored size let 15 MB lists through.
+ * Most bytes of payload JSON in one messagelist (the provider takes up to 4 MB): 5000 SMS of
+ * ~200 bytes fit (longer texts make shorter lists), a call's menu with its signed tokens is
+ * 20-45 KB (an entry per key and menu), so a list of calls stops at about 30. Every round holds its payloads three times at once (as received
+ * from Postgres, as the request body, in the socket's buffers), and they outlive the round in
+ * V8's old space until a full collection: with 4 MB a round of calls left ~12 MB behind it, and
+ * the bench's 6000 calls peaked at 247-292 MB of RSS; with 1 MB, 214-248 MB, for the same
+ * messages/s (docs/performance.md, "(f) and the messagelist's bytes"). Counted on the text
+ * that is sent, not on Postgres's stored size of the jsonb: that is compressed (a call's 44 KB
+ * of menu is stored in ~12 KB), so a budget of stored size would let lists four times larger
+ * through.
  */
-export const MESSAGELIST_BYTES = 4 * 1024 * 1024;
+export const MESSAGELIST_BYTES = 1024 * 1024;
 
 /**
  * Claims up to `limit` due outbox rows (skipping rows another dispatcher holds). The payloads

@@ -1,9 +1,9 @@
 /**
  * A dispatcher leader that hangs instead of dying (SIGSTOP: its connections stay open):
  * Postgres ends its idle session after LEADER_IDLE_TIMEOUT_MS, which frees the lock, and
- * another instance takes it at its next try. Resumed, the old leader does not believe it
- * still leads. A live leader that makes no call meanwhile keeps the lock: the lock's
- * heartbeat keeps its session from idling out.
+ * another instance, waiting for the lock in Postgres, has it at once. Resumed, the old
+ * leader does not believe it still leads. A live leader that makes no call meanwhile keeps
+ * the lock: the lock's heartbeat keeps its session from idling out.
  */
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -71,8 +71,11 @@ describe('a hung dispatcher leader', () => {
       procs.push(a);
       const aAcquires = async () => (await fetch(`${a.url}/acquire`)).text();
       expect(await aAcquires()).toBe('true');
-      const b = (await open('leader-b')).createLeaderLock(key);
-      expect(await b.tryAcquire()).toBe(false);
+      let bTold = false;
+      const b = (await open('leader-b')).createLeaderLock(key, () => {
+        bTold = true;
+      });
+      expect(await b.tryAcquire()).toBe(false); // B now waits for the lock in Postgres
 
       // the holders, sampled through the whole handover
       const samples: string[][] = [];
@@ -85,14 +88,15 @@ describe('a hung dispatcher leader', () => {
       })();
       try {
         a.child.kill('SIGSTOP');
-        // B tries as an instance's dispatcher does when idle: a hung A answers nothing, so
-        // only Postgres ending A's idle session can free the lock
+        // a hung A answers nothing, so only Postgres ending A's idle session frees the lock;
+        // B, waiting for it, is told without trying again
         await waitUntil(
-          () => b.tryAcquire(),
-          'the other instance to take the lock from the stopped leader',
+          () => bTold,
+          'the waiting instance to get the lock from the stopped leader',
           LEADER_IDLE_TIMEOUT_MS + 3000,
-          100,
+          10,
         );
+        expect(await b.tryAcquire()).toBe(true);
         a.child.kill('SIGCONT');
         // resumed, A answers from its session as Postgres has it now: not the leader
         expect(await aAcquires()).toBe('false');

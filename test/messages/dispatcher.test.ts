@@ -238,12 +238,20 @@ describeEachEngine('dispatcher', (ctx) => {
 
   it('one leader at a time; another takes over when it goes', async () => {
     const a = ctx.database().createLeaderLock(4242);
-    const b = ctx.database().createLeaderLock(4242);
+    // b waits for the lock in Postgres after its first try, and says when it has it
+    let bAcquired = () => {};
+    const bHasIt = new Promise<void>((resolve) => {
+      bAcquired = resolve;
+    });
+    const b = ctx.database().createLeaderLock(4242, () => bAcquired());
     expect(await a.tryAcquire()).toBe(true);
     expect(await a.tryAcquire()).toBe(true);
     if (ctx.engine === 'postgres') {
       expect(await b.tryAcquire()).toBe(false);
+      expect(await b.tryAcquire()).toBe(false); // still waiting: asks nothing of its session
       await a.release(); // the leader's connection ends, as when its process dies
+      await bHasIt; // told without trying again
+      expect(await b.tryAcquire()).toBe(true);
       expect(await b.tryAcquire()).toBe(true);
       expect(await a.tryAcquire()).toBe(false);
     }
