@@ -17,6 +17,7 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import type { PGlite } from '@electric-sql/pglite';
+import { startIdleGc } from './idle-gc.ts';
 
 /** Settings given to the engine at start (`-c name=value`), on top of PGlite's own. */
 export const EMBEDDED_SETTINGS: readonly string[] = [
@@ -32,13 +33,15 @@ export const EMBEDDED_SETTINGS: readonly string[] = [
 ];
 
 /**
- * Opens (creating it when missing) the PGlite data directory `path` with EMBEDDED_SETTINGS.
- * The `@electric-sql/pglite` module is loaded only here: it costs ~40 MB, and a server on
- * Postgres never needs it.
+ * Opens (creating it when missing) the PGlite data directory `path` with EMBEDDED_SETTINGS,
+ * with V8 set for memory (below) and a full collection whenever the process goes idle
+ * (idle-gc.ts). The `@electric-sql/pglite` module is loaded only here: it costs ~40 MB, and a
+ * server on Postgres never needs it.
  */
 export async function createEmbedded(path: string): Promise<PGlite> {
   baselineWasmOnly();
   heapForSize();
+  startIdleGc();
   const { PGlite } = await import('@electric-sql/pglite');
   const startParams = [
     ...PGlite.defaultStartParams,
