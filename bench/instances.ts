@@ -638,7 +638,8 @@ export interface FrozenLeader {
 /**
  * A leader that hangs instead of dying: SIGSTOP for `ms`, then SIGCONT. Its connections stay
  * open; Postgres ends its idle leader session after LEADER_IDLE_TIMEOUT_MS (src/db/client.ts),
- * and another instance takes the lock at its next try: the lock is expected to move.
+ * and another instance, waiting for the lock in Postgres, has it at once: the lock is expected
+ * to move.
  */
 async function frozenLeader(s: Setup, ms: number): Promise<FrozenLeader | undefined> {
   const names = await leaderHolders(s.db.sql);
