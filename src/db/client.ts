@@ -21,6 +21,7 @@ import { type Config, DEFAULT_DATA_DIR } from '../config.ts';
 import { ALWAYS_UP, createAvailability, type DatabaseAvailability } from './availability.ts';
 import { type DataDirLock, lockDataDir } from './data-dir-lock.ts';
 import { createEmbedded } from './embedded.ts';
+import { withTimeout } from './errors.ts';
 import * as schema from './schema/index.ts';
 
 export type Schema = typeof schema;
@@ -118,13 +119,11 @@ export async function openDatabase(opts: OpenOptions): Promise<Database> {
   }
 }
 
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
-}
+/**
+ * postgres.js's connect_timeout, in seconds, for the pool and the session connections: how long
+ * one connection attempt may take before its queries fail with CONNECT_TIMEOUT.
+ */
+export const CONNECT_TIMEOUT_S = 5;
 
 async function openPglite(client: PGlite, lock?: DataDirLock): Promise<Database> {
   await client.waitReady;
@@ -193,7 +192,7 @@ function sessionClient(
   return postgres(route.url, {
     max: 1,
     onnotice: () => {},
-    connect_timeout: 5,
+    connect_timeout: CONNECT_TIMEOUT_S,
     prepare: route.prepare,
     ...(opts.connection && { connection: opts.connection }),
   });
@@ -229,7 +228,7 @@ async function openPostgres(url: string, max: number, route: SessionRoute): Prom
     prepare: route.poolPrepare,
     onnotice: () => {},
     // fail fast when the server is gone, so /readyz and the hooks can answer 503 quickly
-    connect_timeout: 5,
+    connect_timeout: CONNECT_TIMEOUT_S,
     // reconnect soon after the server is back: postgres.js's default waits 3^n/100 s after
     // the n-th failed attempt (up to 20 s), and a busy server fails many attempts during
     // an outage of a few seconds; capped at one second, recovery takes about that long

@@ -31,6 +31,22 @@ function* causes(err: unknown): Generator<Record<string, unknown>> {
   }
 }
 
+/**
+ * `work`, or after `ms` the error "`what` did not answer within `ms` ms", which
+ * `isDatabaseUnavailable` knows. A late end of `work` is ignored: its result goes nowhere, its
+ * error is not unhandled.
+ *
+ * @example
+ * await withTimeout(sql`select 1`, 2000, 'the replica');
+ */
+export function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
+}
+
 export function isDatabaseUnavailable(err: unknown): boolean {
   for (const { code, message } of causes(err)) {
     if (typeof code === 'string' && (CONNECTION_CODES.has(code) || code.startsWith('08'))) {
@@ -48,7 +64,7 @@ export function isDatabaseUnavailable(err: unknown): boolean {
  * stored meanwhile. postgres.js names the constraint `constraint_name`, PGlite `constraint`.
  *
  * @example
- * if (isUniqueViolation(err, 'inbox_dedup_idx')) return runAgain();
+ * if (isUniqueViolation(err, 'inbox_keys_pkey')) return runAgain();
  */
 export function isUniqueViolation(err: unknown, constraint: string): boolean {
   for (const { code, constraint_name, constraint: named } of causes(err)) {

@@ -7,13 +7,35 @@
  * A batch that fails for any reason but an unreachable database is run again one item per
  * transaction (a batch of one), so one poisonous item cannot take its neighbours down with it.
  *
+ * Each transaction has a deadline (BATCH_DEADLINE_MS): one that has not ended by then fails its
+ * callers as "database unavailable" (503) and frees its place in the lane.
+ *
  * @example
  * const submit = groupCommit({ batch: ingestMany, maxBatch: 200, concurrency: 1 });
  * const result = await submit(item); // after its commit
  */
 import type { Link } from '@opentelemetry/api';
 import { activeLink, inSpan, tracingEnabled } from '../tracing.ts';
-import { isDatabaseUnavailable } from './errors.ts';
+import { CONNECT_TIMEOUT_S } from './client.ts';
+import { isDatabaseUnavailable, withTimeout } from './errors.ts';
+
+/**
+ * How long one transaction of a lane may take before its callers are answered "unavailable":
+ * a connection attempt (CONNECT_TIMEOUT_S) plus 2 s for a transaction that takes milliseconds,
+ * so that callers queued behind a lost one still get their 503 before a sender gives up on
+ * them (postgres-restart.test.ts's senders wait 10 s).
+ *
+ * Why at all: postgres.js can lose a transaction's promise for good. A query queued on a
+ * reserved connection behind one that is still being described (pipelinedTransaction's COMMIT
+ * behind its last statement) is neither sent nor failed when that connection closes, so the
+ * transaction never ends, the lane (concurrency 1) never runs again, and nothing ever fails
+ * to tell the breaker (availability.ts) that the database is down.
+ *
+ * A transaction that timed out may still commit later. Its callers got 503 and the provider
+ * retries; the retry finds the stored callback (its dedup key) and is answered as a duplicate,
+ * so nothing is applied twice.
+ */
+export const BATCH_DEADLINE_MS = CONNECT_TIMEOUT_S * 1000 + 2000;
 
 export interface GroupCommitOptions<T, R> {
   /** stores and applies every item in one transaction; one result per item, in order */
@@ -36,12 +58,18 @@ interface Waiting<T, R> {
   link: Link | undefined;
 }
 
+/**
+ * A function that stores one item in a transaction it shares with the items that arrived
+ * meanwhile, resolving after that transaction committed (see the module's comment).
+ */
 export function groupCommit<T, R>(opts: GroupCommitOptions<T, R>): (item: T) => Promise<R> {
   const queue: Waiting<T, R>[] = [];
   let running = 0;
-  const single = opts.single ?? (async (item: T) => (await opts.batch([item]))[0]!);
-
-  const spanName = `db.transaction ${opts.name ?? 'group-commit'}`;
+  const name = opts.name ?? 'group-commit';
+  const spanName = `db.transaction ${name}`;
+  const one = opts.single ?? (async (item: T) => (await opts.batch([item]))[0]!);
+  const single = (item: T) =>
+    withTimeout(one(item), BATCH_DEADLINE_MS, `the database (${name}, one item alone)`);
 
   function links(batch: Waiting<T, R>[]): Link[] {
     const out: Link[] = [];
@@ -52,13 +80,20 @@ export function groupCommit<T, R>(opts: GroupCommitOptions<T, R>): (item: T) => 
   async function run(batch: Waiting<T, R>[]): Promise<void> {
     try {
       const items = batch.map((w) => w.item);
+      // the deadline settles this at most once: waiters are answered once, the lane freed once
+      const transaction = () =>
+        withTimeout(
+          opts.batch(items),
+          BATCH_DEADLINE_MS,
+          `the database (${name}, a batch of ${items.length})`,
+        );
       const results = tracingEnabled()
         ? await inSpan(
             spanName,
             { links: links(batch), attributes: { 'db.batch.size': batch.length } },
-            () => opts.batch(items),
+            transaction,
           )
-        : await opts.batch(items);
+        : await transaction();
       for (const [i, w] of batch.entries()) w.resolve(results[i]!);
     } catch (err) {
       if (batch.length === 1 || isDatabaseUnavailable(err)) {

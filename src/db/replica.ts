@@ -24,6 +24,7 @@ import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import type { Logger } from '../logger.ts';
 import type { Database, Db } from './client.ts';
+import { withTimeout } from './errors.ts';
 import * as schema from './schema/index.ts';
 
 /** How long a replica check stands before the next read asks again. */
@@ -133,14 +134,6 @@ function databaseError(err: unknown): unknown {
   return undefined;
 }
 
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`the replica did not answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
-}
-
 export async function openReadReplica(opts: ReadReplicaOptions): Promise<ReadReplica> {
   const primary = clientOf(opts.primary.db);
   const replica = postgres(opts.url, {
@@ -184,6 +177,7 @@ export async function openReadReplica(opts: ReadReplicaOptions): Promise<ReadRep
             select pg_is_in_recovery() as recovery, pg_last_wal_replay_lsn()::text as replay`,
         ]),
         CHECK_TIMEOUT_MS,
+        'the replica',
       );
       const primaryLsn = parseLsn(p?.lsn);
       if (primaryLsn !== undefined) samples.push({ lsn: primaryLsn, at });

@@ -63,9 +63,11 @@ describe('Postgres restarted under load', () => {
       });
       const url = `${server.url}/hooks/delivery?token=${CALLBACK_TOKEN}`;
       const sent: Sent[] = [];
+      // when each sender's request in flight was sent: a failure says who waits, and how long
+      const inFlight = new Map<number, number>();
       let stop = false;
       let seq = 0;
-      const worker = async () => {
+      const worker = async (w: number) => {
         // bounded in count and time: at most 2000 requests per worker
         for (let i = 0; i < 2000 && !stop; i++) {
           const n = seq++;
@@ -75,13 +77,17 @@ describe('Postgres restarted under load', () => {
             timestamp: new Date().toISOString(),
           });
           const sentAt = performance.now();
+          inFlight.set(w, sentAt);
           const { status, why } = await postWhy(url, body, AbortSignal.timeout(10_000));
+          inFlight.delete(w);
           sent.push({ body, sentAt, answeredAt: performance.now(), status, why });
           // pacing, not an ordering: a provider backs off a little on errors
           if (status !== 200) await sleep(20);
         }
       };
-      const workers = Array.from({ length: 8 }, () => worker());
+      const workers = Array.from({ length: 8 }, (_, w) => worker(w));
+      // for the failure message: when Postgres was stopped, once it was
+      let crashedAt: number | undefined;
       try {
         // barrier: the server is storing callbacks before the crash
         const ok = () => sent.filter((s) => s.status === 200).length;
@@ -92,6 +98,7 @@ describe('Postgres restarted under load', () => {
         // a crash: no checkpoint, no goodbye to the clients, recovery at the next start
         pg.stop('immediate');
         const downAt = performance.now();
+        crashedAt = downAt;
         // when the server had seen the outage: its first 503 after the crash (onError tells the
         // breaker before it answers, so from then on callbacks are refused without the pool)
         const seenAt = () =>
@@ -189,6 +196,28 @@ describe('Postgres restarted under load', () => {
           await sql.end();
         }
       } catch (err) {
+        // what the senders saw: answers by status (and why, for no answer) before and after the
+        // crash, and the requests still waiting for one
+        const now = performance.now();
+        const after = crashedAt;
+        const tally = (list: Sent[]) => {
+          const counts = new Map<string, number>();
+          for (const s of list) {
+            const key = s.why ? `${s.status} (${s.why})` : String(s.status);
+            counts.set(key, (counts.get(key) ?? 0) + 1);
+          }
+          return [...counts].map(([k, n]) => `${n} × ${k}`).join(', ') || 'none';
+        };
+        const before = sent.filter((s) => after === undefined || s.sentAt < after);
+        const since = after === undefined ? [] : sent.filter((s) => s.sentAt >= after);
+        const waiting = [...inFlight.values()].map((at) => `${Math.round(now - at)} ms`);
+        console.error(
+          [
+            `sent before the crash: ${tally(before)}`,
+            `sent after it: ${after === undefined ? 'no crash yet' : tally(since)}`,
+            `waiting for an answer: ${waiting.join(', ') || 'none'}`,
+          ].join('\n'),
+        );
         // the server's own account of what happened (it may have died)
         console.error(server.output().slice(-4000));
         throw err;
