@@ -315,7 +315,12 @@ async function main(): Promise<void> {
       const seedSeconds = (performance.now() - seedStart) / 1000;
       log('vacuum analyze, checkpoint');
       const vacuumStart = performance.now();
-      await db.sql.unsafe('vacuum (analyze) messages, message_events, inbox');
+      // the dedup keys' table too, when the schema has it (migration 0019)
+      const [keys] = await db.sql<{ present: boolean }[]>`
+        select to_regclass('inbox_keys') is not null as present`;
+      await db.sql.unsafe(
+        `vacuum (analyze) messages, message_events, inbox${keys?.present ? ', inbox_keys' : ''}`,
+      );
       await db.sql.unsafe('checkpoint');
       const vacuumSeconds = round((performance.now() - vacuumStart) / 1000, 1);
       const seeded = size - stored;

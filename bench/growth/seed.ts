@@ -65,7 +65,7 @@ export async function makeDayPartitions(
     select c.relname as name, pg_get_partkeydef(c.oid) as key
     from pg_partitioned_table p join pg_class c on c.oid = p.partrelid
     where c.relnamespace = current_schema()::regnamespace
-      and c.relname in ('message_events', 'call_events')`;
+      and c.relname in ('message_events', 'call_events', 'inbox')`;
   const made: string[] = [];
   for (const t of tables) {
     const column = t.key.match(/^RANGE \((\w+)\)$/)?.[1];
@@ -99,6 +99,9 @@ export async function seedHistory(
   },
 ): Promise<void> {
   const ms = 'floor(extract(epoch from t) * 1000)::bigint';
+  // the dedup keys' own table (migration 0019), when the schema has it
+  const [keys] = await sql<{ present: boolean }[]>`
+    select to_regclass('inbox_keys') is not null as present`;
   const eventMs = 'floor(extract(epoch from at) * 1000)::bigint';
   for (let from = opts.from; from <= opts.to; from += CHUNK) {
     const to = Math.min(opts.to, from + CHUNK - 1);
@@ -130,6 +133,7 @@ export async function seedHistory(
                   case when e <= 2 then '{"parts":1}'::jsonb else '{"channel":"sms"}'::jsonb end,
                   at, at
            from ev)
+         ${keys?.present ? ', ib as (' : ''}
          insert into inbox (kind, dedup_key, content_type, body, outcome, pending, received_at)
          select 'delivery', encode(sha256(convert_to('delivery' || E'\\n' || body, 'UTF8')), 'hex'),
                 'application/json', body,
@@ -139,7 +143,8 @@ export async function seedHistory(
                   || '","messageId":"pm-' || cmid || '","status":"' || status || '","timestamp":"'
                   || to_char(at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
                   || '","channel":"sms"}' as body
-           from ev where e >= 3) b`,
+           from ev where e >= 3) b
+         ${keys?.present ? 'returning dedup_key, received_at) insert into inbox_keys select * from ib' : ''}`,
         [opts.anchor.toISOString(), SPREAD_STEP_MS, SPREAD_MS, from, to, opts.prefix],
       );
     });

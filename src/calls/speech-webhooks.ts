@@ -3,9 +3,9 @@
  * flight share the next one (group commit), which stores their raw bodies, locks their
  * calls, decides each key into one plan and writes that plan in one statement.
  */
-import { inArray } from 'drizzle-orm';
+import { and, eq, inArray } from 'drizzle-orm';
 import { groupCommit } from '../db/group-commit.ts';
-import { inbox } from '../db/schema/index.ts';
+import { inbox, inboxKeys } from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
 import { subscriptionsOf } from '../events/subscriptions.ts';
 import { dedupKey, type RawCallback } from '../messages/inbox.ts';
@@ -49,6 +49,7 @@ async function ingestVerified(
       readHeld(tx, [...new Set([...firsts.values()].map((i) => i.callId))]),
     ]);
     const inboxIds = new Map(inserted.map((r) => [firsts.get(r.key)!, Number(r.id)]));
+    const keyOf = new Map(inserted.map((r) => [Number(r.id), r.key]));
     const locked = await lockedCalls(tx, calls, held);
     const forget: number[] = [];
     const answers: (WebhookResult | AppError)[] = [];
@@ -75,7 +76,16 @@ async function ingestVerified(
       const result = applyKey(deps, plan, call, { node, key, inboxId });
       answers.push({ duplicate: false, result, callId, node, key });
     }
-    if (forget.length > 0) await tx.delete(inbox).where(inArray(inbox.id, forget));
+    if (forget.length > 0) {
+      // stored a moment ago, with nothing pointing at them yet: the bodies and their keys
+      await tx.delete(inbox).where(and(inArray(inbox.id, forget), eq(inbox.receivedAt, plan.now)));
+      await tx.delete(inboxKeys).where(
+        inArray(
+          inboxKeys.dedupKey,
+          forget.map((id) => keyOf.get(id)!),
+        ),
+      );
+    }
     queued = await writePlan(tx, plan, subscriptionsOf(deps.db));
     return answers;
   });

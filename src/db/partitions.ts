@@ -1,9 +1,9 @@
 /**
- * Day partitions of the append-only timelines (migration 0017) and of the events for the
- * user's endpoints (0018): `message_events` and `call_events` are partitioned by RANGE of their
- * parent's id, `outgoing_events` by its own, a UUIDv7 (its first 48 bits are the millisecond
- * it was made), one partition per UTC day, and a default partition for what falls outside
- * every day made. So:
+ * Day partitions of the append-only tables: the timelines (migration 0017), the events for the
+ * user's endpoints (0018) and the raw callbacks (0019). `message_events` and `call_events` are
+ * partitioned by RANGE of their parent's id, `outgoing_events` by its own, each a UUIDv7 (its
+ * first 48 bits are the millisecond it was made), and `inbox` by `received_at`; one partition
+ * per UTC day, and a default partition for what falls outside every day made. So:
  *
  * - a read by message or call id (every timeline) touches one partition, whatever the number
  *   of days kept;
@@ -16,12 +16,12 @@
  *
  * No foreign key refers to a partitioned table: a day would then have to be detached before
  * its drop, and Postgres would check every row of it meanwhile, under the table's lock. So a
- * day of `outgoing_events` goes with its deliveries, deleted here in the drop's transaction.
+ * day of `outgoing_events` goes with its deliveries, and a day of `inbox` with the rows that
+ * point at its bodies, deleted here in the drop's transaction.
  *
  * A day partition is defined once, in SQL (`switchboard_day_partition`, migration 0017, made
- * over in 0018); this module only says which days. With PARTITIONS=external the server makes
- * and drops none, and another tool (pg_partman, with its UUIDv7 encoder) owns them:
- * docs/scaling.md.
+ * over in 0018 and 0019); this module only says which days. With PARTITIONS=external the
+ * server makes and drops none, and another tool (pg_partman) owns them: docs/scaling.md.
  *
  * @example
  * await ensurePartitions(db, clock.now(), 7); // today and the 7 days after it exist
@@ -32,13 +32,23 @@ import { TransactionRollbackError } from 'drizzle-orm/errors';
 import { uuidv7Floor, uuidv7Time } from '../ids.ts';
 import { type Db, type Queryable, rowsOf, type Tx } from './client.ts';
 import { isLockNotAvailable } from './errors.ts';
+import { deleteInboxRefs } from './inbox-refs.ts';
 
 /**
- * The partitioned tables and their keys: the parent's UUIDv7, or the row's own. `release`:
- * the rows of other tables that go with a day of this one, in the drop's transaction, before
- * the drop and checked after it (false: the day waits, whole, for a later round).
+ * The partitioned tables and their keys: the parent's UUIDv7, the row's own, or (`byTime`) a
+ * timestamptz. `release`: the rows of other tables that go with a day of this one, in the
+ * drop's transaction, before the drop and (`after`) checked after it (false: the day waits,
+ * whole, for a later round).
  */
-export const PARTITIONED = [
+export const PARTITIONED: readonly {
+  table: 'message_events' | 'call_events' | 'outgoing_events' | 'inbox';
+  key: string;
+  byTime?: true;
+  release?: {
+    before(tx: Tx, p: DayPartition): Promise<boolean>;
+    after?(tx: Tx, p: DayPartition): Promise<boolean>;
+  };
+}[] = [
   { table: 'message_events', key: 'message_id' },
   { table: 'call_events', key: 'call_id' },
   {
@@ -46,9 +56,12 @@ export const PARTITIONED = [
     key: 'id',
     release: { before: releaseDeliveries, after: noDeliveryLeft },
   },
-] as const;
+  { table: 'inbox', key: 'received_at', byTime: true, release: { before: releaseBodies } },
+];
 
 export type PartitionedTable = (typeof PARTITIONED)[number]['table'];
+
+const TIME_KEYED = PARTITIONED.filter((t) => t.byTime).map((t) => t.table);
 
 const DAY_MS = 86_400_000;
 
@@ -60,39 +73,55 @@ export interface DayPartition {
   toMs: number;
 }
 
-const BOUND = /FROM \('([0-9a-f-]{36})'\) TO \('([0-9a-f-]{36})'\)/;
+/** A range partition's bounds, as pg_get_expr writes them: `FOR VALUES FROM ('lo') TO ('hi')`. */
+const BOUNDS = String.raw`FROM \('([^']+)'\) TO \('([^']+)'\)`;
+
+const names = (tables: readonly string[]) =>
+  sql.join(
+    tables.map((t) => sql`${t}`),
+    sql`, `,
+  );
 
 /**
  * Every range partition of the partitioned tables, from the catalog (the default partition
- * is not one), oldest first.
+ * is not one), oldest first. A time key's bounds are read back by Postgres itself (their text
+ * follows the session's DateStyle and time zone).
  */
 export async function listPartitions(db: Queryable): Promise<DayPartition[]> {
-  const rows = rowsOf<{ parent: string; name: string; bound: string }>(
+  const rows = rowsOf<{
+    parent: string;
+    name: string;
+    lo: string;
+    hi: string;
+    lo_ms: number | string | null;
+    hi_ms: number | string | null;
+  }>(
     await db.execute(sql`
-      select p.relname as parent, c.relname as name,
-        pg_get_expr(c.relpartbound, c.oid) as bound
-      from pg_inherits i
-      join pg_class c on c.oid = i.inhrelid
-      join pg_class p on p.oid = i.inhparent
-      join pg_namespace n on n.oid = p.relnamespace
-      where n.nspname = current_schema()
-        and p.relname in (${sql.join(
-          PARTITIONED.map((t) => sql`${t.table}`),
-          sql`, `,
-        )})`),
+      select parent, name, b[1] as lo, b[2] as hi,
+        case when parent in (${names(TIME_KEYED)})
+          then extract(epoch from b[1]::timestamptz) * 1000 end as lo_ms,
+        case when parent in (${names(TIME_KEYED)})
+          then extract(epoch from b[2]::timestamptz) * 1000 end as hi_ms
+      from (
+        select p.relname::text as parent, c.relname::text as name,
+          regexp_match(pg_get_expr(c.relpartbound, c.oid), ${BOUNDS}) as b
+        from pg_inherits i
+        join pg_class c on c.oid = i.inhrelid
+        join pg_class p on p.oid = i.inhparent
+        join pg_namespace n on n.oid = p.relnamespace
+        where n.nspname = current_schema()
+          and p.relname in (${names(PARTITIONED.map((t) => t.table))})) parts
+      -- the default partition has no range
+      where b is not null`),
   );
-  const out: DayPartition[] = [];
-  for (const r of rows) {
-    const m = BOUND.exec(r.bound);
-    if (!m) continue; // the default partition
-    out.push({
+  return rows
+    .map((r) => ({
       table: r.parent as PartitionedTable,
       name: r.name,
-      fromMs: uuidv7Time(m[1]!),
-      toMs: uuidv7Time(m[2]!),
-    });
-  }
-  return out.sort((a, b) => a.fromMs - b.fromMs || a.name.localeCompare(b.name));
+      fromMs: r.lo_ms === null ? uuidv7Time(r.lo) : Number(r.lo_ms),
+      toMs: r.hi_ms === null ? uuidv7Time(r.hi) : Number(r.hi_ms),
+    }))
+    .sort((a, b) => a.fromMs - b.fromMs || a.name.localeCompare(b.name));
 }
 
 /** `YYYY-MM-DD` of the UTC day `ms` falls in. */
@@ -122,13 +151,14 @@ export async function ensurePartitions(
   const today = Math.floor(now.getTime() / DAY_MS) * DAY_MS;
   const ahead = Array.from({ length: aheadDays + 1 }, (_, i) => dayOf(today + i * DAY_MS));
   const made: string[] = [];
-  for (const { table, key } of PARTITIONED) {
+  for (const { table, key, byTime } of PARTITIONED) {
+    const dayOfRow = sql`${sql.raw(byTime ? 'switchboard_time_day' : 'switchboard_uuidv7_day')}(${sql.identifier(key)})`;
     // the default partition is empty but for such rows: reading it is a short scan
     const waiting = rowsOf<{ d: string }>(
       await db.execute(sql`
-        select distinct switchboard_uuidv7_day(${sql.identifier(key)})::text as d
+        select distinct ${dayOfRow}::text as d
         from ${sql.identifier(`${table}_default`)}
-        where switchboard_uuidv7_day(${sql.identifier(key)}) is not null`),
+        where ${dayOfRow} is not null`),
     ).map((r) => r.d);
     for (const day of [...new Set([...waiting, ...ahead])].sort()) {
       // a day ends by keepFrom when it is keepFrom's day before, or earlier ('' when none)
@@ -185,6 +215,22 @@ async function noDeliveryLeft(tx: Tx, p: DayPartition): Promise<boolean> {
   return left.length === 0;
 }
 
+/**
+ * Before a day of `inbox` goes: the rows that point at its bodies (inbox-refs.ts), found by
+ * the day's span of ids (two probes of its primary key) and then each checked against the
+ * day, so a body of a neighbouring day whose id falls in that span keeps its rows. The keys
+ * in `inbox_keys` are not touched: retention deletes them by their own age.
+ */
+async function releaseBodies(tx: Tx, p: DayPartition): Promise<boolean> {
+  const day = sql.identifier(p.name);
+  await deleteInboxRefs(
+    tx,
+    (id) => sql`${id} between (select min(id) from ${day}) and (select max(id) from ${day})
+      and exists (select 1 from ${day} b where b.id = ${id})`,
+  );
+  return true;
+}
+
 /** The deliveries of the events of day `p`: a range of event_deliveries_event_endpoint_idx. */
 function deliveriesOf(p: DayPartition) {
   const lo = uuidv7Floor(new Date(p.fromMs));
@@ -217,12 +263,12 @@ export async function dropPartitionsBefore(
             sql`select greatest(reltuples, 0)::bigint as n from pg_class where relname = ${p.name}`,
           ),
         );
-        const release = of && 'release' in of ? of.release : undefined;
+        const release = of?.release;
         // the day waits, whole: what release deleted comes back
         if (release && !(await release.before(tx, p))) tx.rollback();
         // the drop holds the parent's lock from here to the commit: nothing slow after it
         await tx.execute(sql`drop table if exists ${sql.identifier(p.name)}`);
-        if (release && !(await release.after(tx, p))) tx.rollback();
+        if (release?.after && !(await release.after(tx, p))) tx.rollback();
         return Number(stats?.n ?? 0);
       });
       dropped.push({ name: p.name, rows });

@@ -50,7 +50,7 @@ export async function lockAndCheck(
       select json_build_object(
         'existing', coalesce((select json_agg(i.dedup_key)
           from jsonb_array_elements_text(${JSON.stringify(keys)}::jsonb) k(v)
-          cross join lateral (select dedup_key from inbox where dedup_key = k.v limit 1) i), '[]'),
+          cross join lateral (select dedup_key from inbox_keys where dedup_key = k.v) i), '[]'),
         'ids', (select json_agg(nextval('inbox_id_seq')) from generate_series(1, ${keys.length}::int)),
         'locked', coalesce((select json_agg(l order by l.id) from locked l), '[]')) as result`,
   );
@@ -65,10 +65,11 @@ export async function lockAndCheck(
 
 /**
  * Writes the plan in one statement: `ins` stores each new body once, with its outcome (an
- * insert and then an update of the same row was a second row version and index entry), the
- * timeline CTEs (timeline-write.ts), and `pe` the events that wait for their message. A key
- * another transaction stored after `lockAndCheck` looked fails `ins` on the inbox's unique key
- * (ingest-batch.ts tries once more). Then the call hooks, in call-id order.
+ * insert and then an update of the same row was a second row version and index entry), `ik`
+ * its dedup key, the timeline CTEs (timeline-write.ts), and `pe` the events that wait for
+ * their message. A key another transaction stored after `lockAndCheck` looked fails `ik` on
+ * inbox_keys' primary key (ingest-batch.ts tries once more). Then the call hooks, in call-id
+ * order.
  */
 export async function writeDeliveries(
   tx: Tx,
@@ -86,7 +87,9 @@ export async function writeDeliveries(
         select v.id, 'delivery', v.key, v.content_type, v.body, ${at}::timestamptz, v.outcome,
                v.pending
         from jsonb_to_recordset(${JSON.stringify(plan.inbox)}::jsonb)
-          as v(id bigint, key text, content_type text, body text, outcome jsonb, pending int)),
+          as v(id bigint, key text, content_type text, body text, outcome jsonb, pending int)
+        returning dedup_key),
+      ik as (insert into inbox_keys (dedup_key, received_at) select dedup_key, ${at}::timestamptz from ins),
       ${timelineSql(plan.timeline, at, events)},
       pe as (
         insert into pending_events

@@ -3,9 +3,9 @@
  * it changes. An exact duplicate (same kind, same bytes) conflicts on the dedup key.
  */
 import { createHash } from 'node:crypto';
-import type { Tx } from '../db/client.ts';
+import { sql } from 'drizzle-orm';
+import { rowsOf, type Tx } from '../db/client.ts';
 import { UNSTORABLE_CHAR } from '../db/errors.ts';
-import { inbox } from '../db/schema/index.ts';
 
 export interface RawCallback {
   contentType: string | undefined;
@@ -65,23 +65,31 @@ export function storable<T>(value: T): T {
   return value;
 }
 
-/** Stores the raw body; undefined when the very same body was stored before. */
+/**
+ * Stores the raw body; undefined when the very same body was stored before. Its key first, in
+ * `inbox_keys` (unique across the inbox's days): a duplicate stops there, and no body is
+ * written.
+ */
 export async function storeRaw(
   tx: Tx,
   kind: 'delivery' | 'viber' | 'speechcall',
   raw: RawCallback,
   now: Date,
 ): Promise<number | undefined> {
-  const [row] = await tx
-    .insert(inbox)
-    .values({
-      kind,
-      dedupKey: dedupKey(kind, raw.body),
-      contentType: raw.contentType == null ? null : storable(raw.contentType),
-      body: storable(raw.body),
-      receivedAt: now,
-    })
-    .onConflictDoNothing({ target: inbox.dedupKey })
-    .returning({ id: inbox.id });
-  return row?.id;
+  const at = now.toISOString();
+  const [row] = rowsOf<{ id: number | string }>(
+    await tx.execute(sql`
+      with k as (
+        insert into inbox_keys (dedup_key, received_at)
+        values (${dedupKey(kind, raw.body)}, ${at}::timestamptz)
+        on conflict (dedup_key) do nothing
+        returning dedup_key)
+      insert into inbox (kind, dedup_key, content_type, body, received_at)
+      select ${kind}, k.dedup_key,
+        ${raw.contentType == null ? null : storable(raw.contentType)}, ${storable(raw.body)},
+        ${at}::timestamptz
+      from k
+      returning id`),
+  );
+  return row === undefined ? undefined : Number(row.id);
 }

@@ -72,7 +72,7 @@ export async function ingestDeliveries(
   } catch (err) {
     // a key the first statement did not find was stored meanwhile by a transaction that had
     // not committed then: the batch was undone, and once more finds the duplicate
-    if (!isUniqueViolation(err, 'inbox_dedup_idx')) throw err;
+    if (!isUniqueViolation(err, 'inbox_keys_pkey')) throw err;
     return storeBatch(deps, callbacks, now);
   }
 }

@@ -24,6 +24,7 @@ import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Clock } from '../clock.ts';
 import { type Db, rowsOf, type Tx } from '../db/client.ts';
+import { deleteInboxRefs } from '../db/inbox-refs.ts';
 import { AppError } from '../errors.ts';
 import { DEFAULT_STATUS_MAP, parseDeliveryBody } from '../messages/delivery-parse.ts';
 import { isE164 } from '../provider/message.ts';
@@ -428,7 +429,12 @@ const rawCallbacks: ErasureStep = {
       }
     }
     if (toDelete.length > 0) {
-      await tx.execute(sql`delete from inbox where id in ${idList(toDelete, 'bigint')}`);
+      // what pointed at them (no foreign key cascades: src/db/inbox-refs.ts), the bodies, and
+      // their dedup keys: a hash of the body is about the person too
+      await deleteInboxRefs(tx, (id) => sql`${id} in ${idList(toDelete, 'bigint')}`);
+      await tx.execute(sql`
+        with gone as (delete from inbox where id in ${idList(toDelete, 'bigint')} returning dedup_key)
+        delete from inbox_keys where dedup_key in (select dedup_key from gone)`);
     }
     return { rawCallbacks: toDelete.length, rawCallbacksRedacted: redacted };
   },

@@ -1,8 +1,8 @@
 /**
  * Retention (RETENTION_DAYS): raw callback bodies, message texts and events older than the
- * limit are removed, a small batch at a time; the day partitions of the timelines and of the
- * events for the user's endpoints whose span ended before it are dropped whole
- * (src/db/partitions.ts). Each batch is one short statement (or one short transaction) that
+ * limit are removed; the day partitions of the timelines, of the events for the user's
+ * endpoints and of the raw callbacks whose span ended before it are dropped whole
+ * (src/db/partitions.ts), and the rest goes a small batch at a time. Each batch is one short statement (or one short transaction) that
  * skips rows someone else holds (SKIP LOCKED), so the hooks, which only ever write new rows
  * and lock recent ones, never wait behind it.
  *
@@ -18,16 +18,23 @@
 import { eq, sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
 import { type Db, rowsOf, type Tx } from '../db/client.ts';
+import { deleteInboxRefs } from '../db/inbox-refs.ts';
 import { dropPartitionsBefore } from '../db/partitions.ts';
 import { settings } from '../db/schema/index.ts';
 import { uuidv7Floor } from '../ids.ts';
 
 export interface RetentionCounts {
-  /** raw callback bodies deleted (with the pending events and inbound messages they carried) */
-  rawCallbacks: number;
   /**
-   * day partitions of the timelines and of the events for the user's endpoints (with their
-   * deliveries and attempts) dropped whole (src/db/partitions.ts)
+   * raw callback bodies deleted one by one (with the pending events, inbound messages and held
+   * webhooks they carried): those in the inbox's default partition
+   */
+  rawCallbacks: number;
+  /** dedup keys of raw callbacks (`inbox_keys`) whose body's day has gone */
+  callbackKeys: number;
+  /**
+   * day partitions of the timelines, of the events for the user's endpoints (with their
+   * deliveries and attempts) and of the raw callbacks (with what they carried) dropped whole
+   * (src/db/partitions.ts)
    */
   eventPartitions: number;
   /** message events deleted one by one: those in the default partition */
@@ -71,33 +78,59 @@ export interface RetentionStep {
   ): Promise<{ changed: number; more: boolean }>;
 }
 
-/** The kinds of raw callbacks (inbox.kind); each is walked through its (kind, received_at) index. */
-export const INBOX_KINDS = ['delivery', 'viber', 'speechcall'] as const;
-
 const count = (result: unknown) => rowsOf(result).length;
 
-const idList = (ids: readonly string[]) =>
-  sql`(select value::uuid from jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`;
+const DAY_MS = 86_400_000;
 
-/** Raw bodies, oldest first per kind; cascades to the pending events and inbound messages of each. */
+const idList = (ids: readonly string[], type: 'uuid' | 'bigint' = 'uuid') =>
+  sql`(select value::${sql.raw(type)} from jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`;
+
+/**
+ * Raw bodies in the inbox's default partition (those of no day made: a server stopped past
+ * PARTITIONS_AHEAD_DAYS, times out of range), oldest first, each with the rows that point at
+ * it (src/db/inbox-refs.ts), in one transaction; the days' partitions go whole
+ * (`eventPartitions`). The default partition holds few rows, and is scanned.
+ */
 const rawCallbacks: RetentionStep = {
   kind: 'rawCallbacks',
   async run(db, cutoff, batchSize) {
-    let changed = 0;
-    let more = false;
-    for (const kind of INBOX_KINDS) {
-      const n = count(
-        await db.execute(sql`
-          delete from inbox where id in (
-            select id from inbox
-            where kind = ${kind} and received_at < ${cutoff.toISOString()}::timestamptz
+    const changed = await db.transaction(async (tx) => {
+      const gone = rowsOf<{ id: number | string }>(
+        await tx.execute(sql`
+          delete from inbox_default where (id, received_at) in (
+            select id, received_at from inbox_default
+            where received_at < ${cutoff.toISOString()}::timestamptz
             order by received_at limit ${batchSize} for update skip locked)
           returning id`),
-      );
-      changed += n;
-      if (n === batchSize) more = true;
-    }
-    return { changed, more };
+      ).map((r) => String(r.id));
+      if (gone.length > 0) {
+        await deleteInboxRefs(tx, (id) => sql`${id} in ${idList(gone, 'bigint')}`);
+      }
+      return gone.length;
+    });
+    return { changed, more: changed === batchSize };
+  },
+};
+
+/**
+ * The dedup keys of raw callbacks (`inbox_keys`, one table across the inbox's days: a retry is
+ * a duplicate whichever day its first copy is in), once their body's whole UTC day is before
+ * the cutoff: a day partition goes only then, so a key never goes before its body and dedup
+ * holds for as long as the body is kept. A narrow row each, a batch at a time; their space is
+ * reused by the keys that come after.
+ */
+const callbackKeys: RetentionStep = {
+  kind: 'callbackKeys',
+  async run(db, cutoff, batchSize) {
+    const dayStart = new Date(Math.floor(cutoff.getTime() / DAY_MS) * DAY_MS).toISOString();
+    const changed = count(
+      await db.execute(sql`
+        delete from inbox_keys where dedup_key in (
+          select dedup_key from inbox_keys where received_at < ${dayStart}::timestamptz
+          order by received_at limit ${batchSize} for update skip locked)
+        returning 1`),
+    );
+    return { changed, more: changed === batchSize };
   },
 };
 
@@ -324,6 +357,7 @@ const campaignRecipients: RetentionStep = {
 export const RETENTION_STEPS: readonly RetentionStep[] = [
   rawCallbacks,
   eventPartitions,
+  callbackKeys,
   oldestFirst('messageEvents', 'message_events_default', 'received_at'),
   oldestFirst('callEvents', 'call_events_default', 'at'),
   messageTexts,
@@ -349,6 +383,7 @@ export async function runRetention(
 ): Promise<RetentionResult> {
   const removed: RetentionCounts = {
     rawCallbacks: 0,
+    callbackKeys: 0,
     eventPartitions: 0,
     messageEvents: 0,
     callEvents: 0,

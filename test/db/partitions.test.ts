@@ -11,6 +11,7 @@ import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/clock.ts';
 import { type Db, rowsOf } from '../../src/db/client.ts';
+import { INBOX_REFS } from '../../src/db/inbox-refs.ts';
 import { migrateDatabase } from '../../src/db/migrate.ts';
 import { dropPartitionsBefore, ensurePartitions, listPartitions } from '../../src/db/partitions.ts';
 import { deliveryAttempts, eventDeliveries, outgoingEvents } from '../../src/db/schema/index.ts';
@@ -18,8 +19,10 @@ import { recordEvents } from '../../src/events/record.ts';
 import { replayEvent } from '../../src/events/replay.ts';
 import { webhookId } from '../../src/events/sign.ts';
 import { uuidv7 } from '../../src/ids.ts';
+import { dedupKey, storeRaw } from '../../src/messages/inbox.ts';
 import { runRetention } from '../../src/privacy/retention.ts';
 import { insertEndpoint, insertEvent } from '../events/delivery-helpers.ts';
+import { waitUntil } from '../faults/helpers.ts';
 import { availableEngines, describeEachEngine } from '../support/db.ts';
 import { emptyDatabase, migrateWith, migrationsBefore } from '../support/migrations.ts';
 import { ONE_CONNECTION, onlyIf } from '../support/skip.ts';
@@ -38,6 +41,19 @@ async function homes(db: Db, messageId: string): Promise<string[]> {
       sql`select tableoid::regclass::text as part from message_events where message_id = ${messageId}`,
     ),
   ).map((r) => r.part);
+}
+
+/** Where the raw callback body `id` is stored (none when it is gone). */
+async function bodyHome(db: Db, id: number): Promise<string | undefined> {
+  const [row] = rowsOf<{ part: string }>(
+    await db.execute(sql`select tableoid::regclass::text as part from inbox where id = ${id}`),
+  );
+  return row?.part;
+}
+
+async function count(db: Db, query: ReturnType<typeof sql>): Promise<number> {
+  const [row] = rowsOf<{ n: number | string }>(await db.execute(query));
+  return Number(row?.n);
 }
 
 /** Where the event for the user's endpoints `id` is stored (none when it is gone). */
@@ -100,6 +116,7 @@ describeEachEngine('day partitions', (ctx) => {
           dayName('message_events', D0 + i * DAY),
           dayName('call_events', D0 + i * DAY),
           dayName('outgoing_events', D0 + i * DAY),
+          dayName('inbox', D0 + i * DAY),
         ])
         .sort(),
     );
@@ -107,6 +124,7 @@ describeEachEngine('day partitions', (ctx) => {
     const spans = (await listPartitions(db())).filter((p) => p.fromMs === D0);
     expect(spans.map((p) => [p.table, p.fromMs, p.toMs]).sort()).toEqual([
       ['call_events', D0, D0 + DAY],
+      ['inbox', D0, D0 + DAY],
       ['message_events', D0, D0 + DAY],
       ['outgoing_events', D0, D0 + DAY],
     ]);
@@ -180,14 +198,15 @@ describeEachEngine('day partitions', (ctx) => {
     // before the cutoff, the second has not
     const clock: Clock = { now: () => new Date(D0 + DAY + 30 * DAY + 3_600_000) };
     const { removed } = await runRetention(db(), clock, 30);
-    // message_events, call_events and outgoing_events (no delivery in it) of the first day
-    expect(removed.eventPartitions).toBe(3);
+    // message_events, call_events, outgoing_events (no delivery in it) and inbox of the first day
+    expect(removed.eventPartitions).toBe(4);
     expect(await homes(db(), first)).toEqual([]);
     expect(await homes(db(), second)).toEqual([dayName('message_events', D0 + DAY)]);
     const names = (await listPartitions(db())).map((p) => p.name);
     expect(names).not.toContain(dayName('message_events', D0));
     expect(names).not.toContain(dayName('call_events', D0));
     expect(names).not.toContain(dayName('outgoing_events', D0));
+    expect(names).not.toContain(dayName('inbox', D0));
     expect(names).toContain(dayName('message_events', D0 + DAY));
     // nothing else ended before that cutoff
     expect(await dropPartitionsBefore(db(), new Date(D0 + DAY + 3_600_000))).toEqual([]);
@@ -294,6 +313,81 @@ describeEachEngine('day partitions', (ctx) => {
     }
   });
 
+  it("keeps callback dedup across the inbox's days, and drops a day of bodies with what points at them", async () => {
+    const day = D0 + 160 * DAY;
+    await ensurePartitions(db(), new Date(day), 1);
+    const body = (n: string) => ({ contentType: 'application/json', body: `{"n":"${n}"}` });
+    const store = (n: string, at: number) =>
+      db().transaction((tx) => storeRaw(tx, 'delivery', body(n), new Date(at)));
+    const first = await store('a', day + 1000);
+    const kept = await store('b', day + DAY + 1000);
+    expect(first).toBeTypeOf('number');
+    expect(kept).toBeTypeOf('number');
+    expect(await bodyHome(db(), first!)).toBe(dayName('inbox', day));
+    expect(await bodyHome(db(), kept!)).toBe(dayName('inbox', day + DAY));
+    // the provider's retry of a, a day later: a duplicate, though it would land in another day
+    expect(await store('a', day + DAY + 2000)).toBeUndefined();
+    expect(
+      await count(db(), sql`select count(*) as n from inbox where body = ${body('a').body}`),
+    ).toBe(1);
+
+    // rows pointing at each body: an event waiting for its message, an incoming message
+    for (const id of [first!, kept!]) {
+      await db().execute(sql`
+        insert into pending_events (inbox_id, customer_message_id, status, at)
+        values (${id}, ${`c-${id}`}, 'delivered', now())`);
+      await db().execute(sql`
+        insert into inbound_messages (id, inbox_id, "from", at)
+        values (${uuidv7(day + 1000)}, ${id}, '+380501234567', now())`);
+    }
+    const refs = async (id: number) =>
+      (await count(db(), sql`select count(*) as n from pending_events where inbox_id = ${id}`)) +
+      (await count(db(), sql`select count(*) as n from inbound_messages where inbox_id = ${id}`));
+
+    // the first day ended before the cutoff, the next has not: the first day's bodies go, with
+    // their rows; the next day's stay, with theirs
+    const clock: Clock = { now: () => new Date(day + DAY + 30 * DAY + 3_600_000) };
+    let dropped = 0;
+    let keys = 0;
+    for (let round = 0; round < 10; round++) {
+      const { removed, more } = await runRetention(db(), clock, 30);
+      dropped += removed.eventPartitions;
+      keys += removed.callbackKeys;
+      if (!more) break;
+    }
+    expect(dropped).toBeGreaterThanOrEqual(1);
+    const names = (await listPartitions(db())).map((p) => p.name);
+    expect(names).not.toContain(dayName('inbox', day));
+    expect(names).toContain(dayName('inbox', day + DAY));
+    expect(await bodyHome(db(), first!)).toBeUndefined();
+    expect(await refs(first!)).toBe(0);
+    expect(await bodyHome(db(), kept!)).toBe(dayName('inbox', day + DAY));
+    expect(await refs(kept!)).toBe(2);
+    // a's key went with its day (its body's day is wholly before the cutoff), b's stays
+    expect(keys).toBeGreaterThanOrEqual(1);
+    const key = (n: string) => dedupKey('delivery', body(n).body);
+    expect(
+      await count(db(), sql`select count(*) as n from inbox_keys where dedup_key = ${key('a')}`),
+    ).toBe(0);
+    expect(
+      await count(db(), sql`select count(*) as n from inbox_keys where dedup_key = ${key('b')}`),
+    ).toBe(1);
+    // and b's retry is still a duplicate
+    expect(await store('b', day + DAY + 5000)).toBeUndefined();
+  });
+
+  it('names every table that points at a raw body among those deleted with it', async () => {
+    const tables = rowsOf<{ t: string }>(
+      await db().execute(sql`
+        select c.table_name as t from information_schema.columns c
+        join information_schema.tables t using (table_schema, table_name)
+        where c.table_schema = current_schema() and c.column_name = 'inbox_id'
+          and t.table_type = 'BASE TABLE'
+        order by 1`),
+    ).map((r) => r.t);
+    expect(tables).toEqual([...INBOX_REFS].sort());
+  });
+
   it.runIf(ctx.engine === 'postgres')(
     onlyIf(
       ctx.engine === 'postgres',
@@ -319,7 +413,11 @@ describeEachEngine('day partitions', (ctx) => {
       const reading = new Promise<void>((resolve) => {
         read = resolve;
       });
+      let replayPid = 0;
       const replay = db().transaction(async (tx) => {
+        replayPid = rowsOf<{ pid: number }>(
+          await tx.execute(sql`select pg_backend_pid() as pid`),
+        )[0]!.pid;
         await tx
           .select({ id: outgoingEvents.id })
           .from(outgoingEvents)
@@ -333,7 +431,18 @@ describeEachEngine('day partitions', (ctx) => {
       });
       await reading;
       const dropping = dropPartitionsBefore(db(), new Date(day + DAY), 10_000);
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // barrier: the drop waits on the replay's lock on the event
+      await waitUntil(
+        async () =>
+          rowsOf<{ n: number }>(
+            await db().execute(
+              sql`select count(*)::int as n from pg_stat_activity
+                  where ${replayPid}::int = any(pg_blocking_pids(pid))`,
+            ),
+          )[0]!.n > 0,
+        'the drop to wait on the replay',
+        10_000,
+      );
       release();
       await replay;
       expect((await dropping).map((d) => d.name)).not.toContain(dayName('outgoing_events', day));
@@ -350,6 +459,100 @@ describeEachEngine('day partitions', (ctx) => {
 });
 
 for (const engine of availableEngines()) {
+  describe(`migration 0019 over a populated database [${engine}]`, () => {
+    let test: Awaited<ReturnType<typeof emptyDatabase>>;
+    let before: string;
+    beforeAll(async () => {
+      before = migrationsBefore(19);
+      test = await emptyDatabase(engine);
+    });
+    afterAll(async () => {
+      await test?.drop();
+      rmSync(before, { recursive: true, force: true });
+    });
+
+    it('moves every raw body into its day, its key into inbox_keys, keeps what points at it, and drops those foreign keys', async () => {
+      const { database } = test;
+      await migrateWith(database, before);
+      const db = database.db;
+      const today = Math.floor(Date.now() / DAY) * DAY;
+      const days = [today - 40 * DAY, today - 39 * DAY, today - 2 * DAY];
+      const bodies: { n: string; at: number }[] = [];
+      for (const d of days)
+        for (let k = 0; k < 2; k++) bodies.push({ n: `${d}-${k}`, at: d + 1000 + k });
+      // a time no day is made for (before 2020): it stays in the default partition
+      bodies.push({ n: 'old', at: Date.UTC(2019, 5, 1) });
+      for (const b of bodies) {
+        const body = `{"n":"${b.n}"}`;
+        await db.execute(sql`
+          insert into inbox (kind, dedup_key, content_type, body, received_at)
+          values ('delivery', ${dedupKey('delivery', body)}, 'application/json', ${body},
+                  ${new Date(b.at).toISOString()}::timestamptz)`);
+      }
+      const ids = rowsOf<{ id: number | string }>(
+        await db.execute(sql`select id from inbox order by id`),
+      ).map((r) => Number(r.id));
+      await db.execute(sql`
+        insert into pending_events (inbox_id, customer_message_id, status, at)
+        values (${ids[0]!}, 'c-1', 'delivered', now()), (${ids[5]!}, 'c-2', 'read', now())`);
+      await db.execute(sql`
+        insert into inbound_messages (id, inbox_id, "from", at)
+        values (${uuidv7(days[2]! + 5000)}, ${ids[4]!}, '+380501234567', now())`);
+      const all = async (table: 'inbox' | 'pending_events' | 'inbound_messages') =>
+        rowsOf<{ r: string }>(
+          await db.execute(
+            sql`select row_to_json(t)::text as r from ${sql.identifier(table)} t order by id`,
+          ),
+        ).map((r) => r.r);
+      const inboxBefore = await all('inbox');
+      const pendingBefore = await all('pending_events');
+      const inboundBefore = await all('inbound_messages');
+      expect(inboxBefore).toHaveLength(7);
+
+      await migrateDatabase(database);
+
+      expect(await all('inbox')).toEqual(inboxBefore);
+      expect(await all('pending_events')).toEqual(pendingBefore);
+      expect(await all('inbound_messages')).toEqual(inboundBefore);
+      const names = (await listPartitions(db)).filter((p) => p.table === 'inbox');
+      expect(names.map((p) => p.name)).toEqual(days.map((d) => dayName('inbox', d)));
+      expect(names.map((p) => [p.fromMs, p.toMs])).toEqual(days.map((d) => [d, d + DAY]));
+      expect(await bodyHome(db, ids[0]!)).toBe(dayName('inbox', days[0]!));
+      expect(await bodyHome(db, ids[6]!)).toBe('inbox_default');
+      // every body's key, and nothing else
+      const keys = rowsOf<{ k: string }>(
+        await db.execute(sql`select dedup_key as k from inbox_keys order by 1`),
+      ).map((r) => r.k);
+      expect(keys).toEqual(bodies.map((b) => dedupKey('delivery', `{"n":"${b.n}"}`)).sort());
+      // no foreign key refers to the inbox any more
+      const refers = rowsOf<{ name: string }>(
+        await db.execute(sql`
+          select conname as name from pg_constraint
+          where contype = 'f' and confrelid = 'inbox'::regclass`),
+      );
+      expect(refers).toEqual([]);
+      // a body stored before is still a duplicate; a new one gets an id after the old ones
+      const again = await db.transaction((tx) =>
+        storeRaw(
+          tx,
+          'delivery',
+          { contentType: 'application/json', body: `{"n":"${bodies[0]!.n}"}` },
+          new Date(),
+        ),
+      );
+      expect(again).toBeUndefined();
+      const fresh = await db.transaction((tx) =>
+        storeRaw(
+          tx,
+          'delivery',
+          { contentType: 'application/json', body: '{"n":"new"}' },
+          new Date(),
+        ),
+      );
+      expect(fresh).toBeGreaterThan(Math.max(...ids));
+    });
+  });
+
   describe(`migration 0018 over a populated database [${engine}]`, () => {
     let test: Awaited<ReturnType<typeof emptyDatabase>>;
     let before: string;

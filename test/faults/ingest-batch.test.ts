@@ -11,7 +11,7 @@ import { systemClock } from '../../src/clock.ts';
 import { rowsOf } from '../../src/db/client.ts';
 import { inbox, messages } from '../../src/db/schema/index.ts';
 import { statusMapWith } from '../../src/messages/delivery-parse.ts';
-import { dedupKey } from '../../src/messages/inbox.ts';
+import { storeRaw } from '../../src/messages/inbox.ts';
 import type { IngestDeps } from '../../src/messages/ingest.ts';
 import { createDeliveryBatcher, ingestDeliveries } from '../../src/messages/ingest-batch.ts';
 import { submitMessages } from '../../src/messages/submit.ts';
@@ -133,13 +133,7 @@ describeEachEngine('delivery callbacks in one transaction', (ctx) => {
         otherPid = rowsOf<{ pid: number }>(
           await tx.execute(sql`select pg_backend_pid() as pid`),
         )[0]!.pid;
-        await tx.insert(inbox).values({
-          kind: 'delivery',
-          dedupKey: dedupKey('delivery', body.body),
-          contentType: body.contentType,
-          body: body.body,
-          receivedAt: new Date(),
-        });
+        await storeRaw(tx, 'delivery', body, new Date());
         stored();
         await held;
       });

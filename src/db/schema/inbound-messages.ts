@@ -9,16 +9,14 @@ import {
   uniqueIndex,
   uuid,
 } from 'drizzle-orm/pg-core';
-import { inbox } from './inbox.ts';
 
 /** Incoming Viber messages (GET /v1/inbound). */
 export const inboundMessages = pgTable(
   'inbound_messages',
   {
     id: uuid('id').primaryKey(),
-    inboxId: bigint('inbox_id', { mode: 'number' })
-      .notNull()
-      .references(() => inbox.id, { onDelete: 'cascade' }),
+    /** its body in the inbox (no foreign key: src/db/schema/inbox.ts) */
+    inboxId: bigint('inbox_id', { mode: 'number' }).notNull(),
     channel: text('channel').notNull().default('viber'),
     from: text('from').notNull(),
     to: text('to'),
@@ -34,6 +32,8 @@ export const inboundMessages = pgTable(
   (t) => [
     index('inbound_from_id_idx').on(t.from, t.id),
     index('inbound_at_idx').on(t.at),
+    // the messages of a body, when retention or erasure deletes it
+    index('inbound_inbox_idx').on(t.inboxId),
     // the provider's id of an incoming message (its idUuid): a message it sends again, even
     // in a body that differs, is stored once
     uniqueIndex('inbound_channel_pmid_idx')

@@ -1,5 +1,4 @@
 import { bigint, bigserial, index, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
-import { inbox } from './inbox.ts';
 
 /**
  * Delivery events whose message is not known yet (the callback outran the send, or the
@@ -10,9 +9,8 @@ export const pendingEvents = pgTable(
   'pending_events',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
-    inboxId: bigint('inbox_id', { mode: 'number' })
-      .notNull()
-      .references(() => inbox.id, { onDelete: 'cascade' }),
+    /** its body in the inbox (no foreign key: src/db/schema/inbox.ts) */
+    inboxId: bigint('inbox_id', { mode: 'number' }).notNull(),
     customerMessageId: text('customer_message_id'),
     providerMessageId: text('provider_message_id'),
     status: text('status').notNull(),

@@ -1,0 +1,26 @@
+/**
+ * The rows that point at a raw callback body in `inbox`: the delivery events it carried that
+ * still wait for their message, the incoming messages it carried, and the key webhooks held
+ * for a later node. No foreign key holds them to the body (the inbox is in day partitions:
+ * src/db/schema/inbox.ts), so what deletes bodies deletes these with them, in its transaction:
+ * retention (a dropped day, or the default partition's rows), erasure, and a speech webhook
+ * refused after its body was stored. Events of a call's timeline (`call_events`) name the body
+ * in their detail only, and go with their call's day.
+ *
+ * @example
+ * await deleteInboxRefs(tx, (id) => sql`${id} in (select id from gone)`);
+ */
+import { type SQL, sql } from 'drizzle-orm';
+import type { Queryable } from './client.ts';
+
+/** The tables with an `inbox_id`, in the one order every deleter takes them. */
+export const INBOX_REFS = ['pending_events', 'inbound_messages', 'held_webhooks'] as const;
+
+/** Deletes the rows of every `INBOX_REFS` table whose inbox id `which` selects. */
+export async function deleteInboxRefs(tx: Queryable, which: (id: SQL) => SQL): Promise<void> {
+  for (const table of INBOX_REFS) {
+    await tx.execute(
+      sql`delete from ${sql.identifier(table)} t where ${which(sql.raw('t.inbox_id'))}`,
+    );
+  }
+}
