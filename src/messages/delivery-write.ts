@@ -36,7 +36,8 @@ interface CheckedJson {
 /**
  * One round trip: locks the messages `events` are about and reads them, tells which of `keys`
  * are stored, and draws an id for each key (a duplicate's is never used). Each key lookup is
- * one index probe (a lateral subquery with a limit), as in message-lock.ts.
+ * one index probe (a lateral subquery with a limit, as in message-lock.ts: without the limit
+ * the planner may flatten it into a hash join over a scan of the whole of inbox_keys).
  */
 export async function lockAndCheck(
   tx: Tx,
@@ -50,7 +51,7 @@ export async function lockAndCheck(
       select json_build_object(
         'existing', coalesce((select json_agg(i.dedup_key)
           from jsonb_array_elements_text(${JSON.stringify(keys)}::jsonb) k(v)
-          cross join lateral (select dedup_key from inbox_keys where dedup_key = k.v) i), '[]'),
+          cross join lateral (select dedup_key from inbox_keys where dedup_key = k.v limit 1) i), '[]'),
         'ids', (select json_agg(nextval('inbox_id_seq')) from generate_series(1, ${keys.length}::int)),
         'locked', coalesce((select json_agg(l order by l.id) from locked l), '[]')) as result`,
   );
