@@ -144,7 +144,7 @@ export async function seedHistory(
                   || to_char(at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
                   || '","channel":"sms"}' as body
            from ev where e >= 3) b
-         ${keys?.present ? 'returning dedup_key, received_at) insert into inbox_keys select * from ib' : ''}`,
+         ${keys?.present ? "returning dedup_key, received_at) insert into inbox_keys select decode(dedup_key, 'hex'), received_at from ib" : ''}`,
         [opts.anchor.toISOString(), SPREAD_STEP_MS, SPREAD_MS, from, to, opts.prefix],
       );
     });

@@ -82,7 +82,7 @@ async function ingestVerified(
       await tx.delete(inboxKeys).where(
         inArray(
           inboxKeys.dedupKey,
-          forget.map((id) => keyOf.get(id)!),
+          forget.map((id) => Buffer.from(keyOf.get(id)!, 'hex')),
         ),
       );
     }

@@ -40,14 +40,14 @@ export async function storeAndLock(
           as v(key text, content_type text, body text, call_id uuid)),
       k as (
         insert into inbox_keys (dedup_key, received_at)
-        select v.key, ${now.toISOString()}::timestamptz from v
+        select decode(v.key, 'hex'), ${now.toISOString()}::timestamptz from v
         order by v.key
         on conflict (dedup_key) do nothing
-        returning dedup_key),
+        returning encode(dedup_key, 'hex') as key),
       ins as (
         insert into inbox (kind, dedup_key, content_type, body, received_at)
         select 'speechcall', v.key, v.content_type, v.body, ${now.toISOString()}::timestamptz
-        from v join k on k.dedup_key = v.key
+        from v join k on k.key = v.key
         returning id, dedup_key),
       locked as (
         select c.*, m.provider_message_id

@@ -49,9 +49,10 @@ export async function lockAndCheck(
     sql`
       with ${lockedSql({ events })}
       select json_build_object(
-        'existing', coalesce((select json_agg(i.dedup_key)
+        'existing', coalesce((select json_agg(k.v)
           from jsonb_array_elements_text(${JSON.stringify(keys)}::jsonb) k(v)
-          cross join lateral (select dedup_key from inbox_keys where dedup_key = k.v limit 1) i), '[]'),
+          cross join lateral (
+            select 1 from inbox_keys where dedup_key = decode(k.v, 'hex') limit 1) i), '[]'),
         'ids', (select json_agg(nextval('inbox_id_seq')) from generate_series(1, ${keys.length}::int)),
         'locked', coalesce((select json_agg(l order by l.id) from locked l), '[]')) as result`,
   );
@@ -90,7 +91,9 @@ export async function writeDeliveries(
         from jsonb_to_recordset(${JSON.stringify(plan.inbox)}::jsonb)
           as v(id bigint, key text, content_type text, body text, outcome jsonb, pending int)
         returning dedup_key),
-      ik as (insert into inbox_keys (dedup_key, received_at) select dedup_key, ${at}::timestamptz from ins),
+      ik as (
+        insert into inbox_keys (dedup_key, received_at)
+        select decode(dedup_key, 'hex'), ${at}::timestamptz from ins),
       ${timelineSql(plan.timeline, at, events)},
       pe as (
         insert into pending_events

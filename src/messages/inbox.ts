@@ -12,7 +12,10 @@ export interface RawCallback {
   body: string;
 }
 
-/** The inbox's dedup key: the kind and the exact bytes of the body. */
+/**
+ * The inbox's dedup key: the kind and the exact bytes of the body, a SHA-256 in hex (inbox_keys
+ * holds its bytes: `decode(key, 'hex')`).
+ */
 export function dedupKey(kind: string, body: string): string {
   return createHash('sha256').update(kind).update('\n').update(body).digest('hex');
 }
@@ -77,15 +80,16 @@ export async function storeRaw(
   now: Date,
 ): Promise<number | undefined> {
   const at = now.toISOString();
+  const key = dedupKey(kind, raw.body);
   const [row] = rowsOf<{ id: number | string }>(
     await tx.execute(sql`
       with k as (
         insert into inbox_keys (dedup_key, received_at)
-        values (${dedupKey(kind, raw.body)}, ${at}::timestamptz)
+        values (decode(${key}, 'hex'), ${at}::timestamptz)
         on conflict (dedup_key) do nothing
-        returning dedup_key)
+        returning 1)
       insert into inbox (kind, dedup_key, content_type, body, received_at)
-      select ${kind}, k.dedup_key,
+      select ${kind}, ${key},
         ${raw.contentType == null ? null : storable(raw.contentType)}, ${storable(raw.body)},
         ${at}::timestamptz
       from k

@@ -434,7 +434,7 @@ const rawCallbacks: ErasureStep = {
       await deleteInboxRefs(tx, (id) => sql`${id} in ${idList(toDelete, 'bigint')}`);
       await tx.execute(sql`
         with gone as (delete from inbox where id in ${idList(toDelete, 'bigint')} returning dedup_key)
-        delete from inbox_keys where dedup_key in (select dedup_key from gone)`);
+        delete from inbox_keys where dedup_key in (select decode(dedup_key, 'hex') from gone)`);
     }
     return { rawCallbacks: toDelete.length, rawCallbacksRedacted: redacted };
   },

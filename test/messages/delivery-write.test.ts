@@ -17,13 +17,13 @@ describeEachEngine('delivery callbacks: the dedup lookup', (ctx) => {
     // enough keys that a scan and a hash join would look cheap to a planner that may choose it
     await db.execute(sql`
       insert into inbox_keys (dedup_key, received_at)
-      select encode(sha256(convert_to('seed ' || i, 'UTF8')), 'hex'), now()
+      select sha256(convert_to('seed ' || i, 'UTF8')), now()
       from generate_series(1, 20000) as i
       on conflict do nothing`);
     await db.execute(sql`analyze inbox_keys`);
     const stored = dedupKey('delivery', 'seed body');
     await db.execute(
-      sql`insert into inbox_keys (dedup_key, received_at) values (${stored}, now())`,
+      sql`insert into inbox_keys (dedup_key, received_at) values (decode(${stored}, 'hex'), now())`,
     );
     const keys = [stored, ...Array.from({ length: 300 }, (_, i) => dedupKey('delivery', `b${i}`))];
     const { existing, scans } = await db.transaction(async (tx) => {

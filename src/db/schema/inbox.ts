@@ -8,6 +8,7 @@ import {
   text,
   timestamp,
 } from 'drizzle-orm/pg-core';
+import { bytea } from './bytea.ts';
 
 /**
  * Every callback body as received, committed before the 2xx (rule 2). Unparseable bodies are
@@ -43,8 +44,9 @@ export const inbox = pgTable(
 );
 
 /**
- * The dedup keys of the bodies in the inbox: a hash of the kind and the exact body, unique
- * across every day of it (a unique index on the partitioned inbox would have to hold the day
+ * The dedup keys of the bodies in the inbox: a hash of the kind and the exact body (the 32
+ * bytes of the SHA-256 the inbox holds in hex: half the size in the table and its index, which
+ * a lookup probes at random), unique across every day of it (a unique index on the partitioned inbox would have to hold the day
  * too, and a provider's retry arrives on another day). A retry of the same callback conflicts
  * here and changes nothing. Written with its body, in the same statement; deleted with it
  * (erasure), or by retention once older than RETENTION_DAYS, a batch at a time: narrow rows,
@@ -53,7 +55,7 @@ export const inbox = pgTable(
 export const inboxKeys = pgTable(
   'inbox_keys',
   {
-    dedupKey: text('dedup_key').primaryKey(),
+    dedupKey: bytea('dedup_key').primaryKey(),
     receivedAt: timestamp('received_at', { withTimezone: true, mode: 'date' }).notNull(),
   },
   (t) => [index('inbox_keys_received_idx').on(t.receivedAt)],

@@ -1,7 +1,6 @@
 import { sql } from 'drizzle-orm';
 import {
   bigserial,
-  customType,
   doublePrecision,
   index,
   integer,
@@ -12,14 +11,7 @@ import {
   uniqueIndex,
   uuid,
 } from 'drizzle-orm/pg-core';
-
-/** Raw bytes (Postgres `bytea`), read and written as a Uint8Array. */
-const bytea = customType<{ data: Uint8Array; driverData: Uint8Array }>({
-  dataType: () => 'bytea',
-  // a Buffer for postgres.js (it sends Buffers as bytea); PGlite takes it as a Uint8Array
-  toDriver: (value) => Buffer.from(value.buffer, value.byteOffset, value.byteLength),
-  fromDriver: (value) => new Uint8Array(value),
-});
+import { bytea } from './bytea.ts';
 
 /**
  * Rendered prompt audio (src/speech/prompts.ts), one row per distinct file: keyed by the
