@@ -3,9 +3,10 @@
  * flight share the next one (group commit), which stores their raw bodies, locks their
  * calls, decides each key into one plan and writes that plan in one statement.
  */
-import { and, eq, inArray } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
+import { idList } from '../db/client.ts';
 import { groupCommit } from '../db/group-commit.ts';
-import { inbox, inboxKeys } from '../db/schema/index.ts';
+import { deleteBodies } from '../db/inbox-refs.ts';
 import { AppError } from '../errors.ts';
 import { subscriptionsOf } from '../events/subscriptions.ts';
 import { dedupKey, type RawCallback } from '../messages/inbox.ts';
@@ -49,7 +50,6 @@ async function ingestVerified(
       readHeld(tx, [...new Set([...firsts.values()].map((i) => i.callId))]),
     ]);
     const inboxIds = new Map(inserted.map((r) => [firsts.get(r.key)!, Number(r.id)]));
-    const keyOf = new Map(inserted.map((r) => [Number(r.id), r.key]));
     const locked = await lockedCalls(tx, calls, held);
     const forget: number[] = [];
     const answers: (WebhookResult | AppError)[] = [];
@@ -76,16 +76,9 @@ async function ingestVerified(
       const result = applyKey(deps, plan, call, { node, key, inboxId });
       answers.push({ duplicate: false, result, callId, node, key });
     }
-    if (forget.length > 0) {
-      // stored a moment ago, with nothing pointing at them yet: the bodies and their keys
-      await tx.delete(inbox).where(and(inArray(inbox.id, forget), eq(inbox.receivedAt, plan.now)));
-      await tx.delete(inboxKeys).where(
-        inArray(
-          inboxKeys.dedupKey,
-          forget.map((id) => Buffer.from(keyOf.get(id)!, 'hex')),
-        ),
-      );
-    }
+    // stored a moment ago: the bodies and their keys, as if they never came
+    if (forget.length > 0)
+      await deleteBodies(tx, (id) => sql`${id} in ${idList(forget, 'bigint')}`);
     queued = await writePlan(tx, plan, subscriptionsOf(deps.db));
     return answers;
   });

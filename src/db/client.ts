@@ -401,6 +401,17 @@ export function rowsOf<T>(result: unknown): T[] {
   return (Array.isArray(result) ? result : (result as { rows: T[] }).rows) as T[];
 }
 
+/**
+ * A list of values as one JSON parameter, for `in (...)`: the statement's text is the same
+ * whatever the list's length.
+ *
+ * @example
+ * sql`delete from inbox where id in ${idList(ids, 'bigint')}`
+ */
+export function idList(ids: readonly (string | number)[], type: 'uuid' | 'text' | 'bigint') {
+  return sql`(select value::${sql.raw(type)} from jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`;
+}
+
 const dialect = new PgDialect();
 
 /**

@@ -9,6 +9,7 @@
  *
  * @example
  * await deleteInboxRefs(tx, (id) => sql`${id} in (select id from gone)`);
+ * await deleteBodies(tx, (id) => sql`${id} in ${idList(ids, 'bigint')}`);
  */
 import { type SQL, sql } from 'drizzle-orm';
 import type { Queryable } from './client.ts';
@@ -23,4 +24,16 @@ export async function deleteInboxRefs(tx: Queryable, which: (id: SQL) => SQL): P
       sql`delete from ${sql.identifier(table)} t where ${which(sql.raw('t.inbox_id'))}`,
     );
   }
+}
+
+/**
+ * Deletes the bodies whose id `which` selects, one by one, with what points at them and their
+ * dedup keys (erasure; a speech webhook refused after its body was stored). Retention does not
+ * come here: its keys go by their own age.
+ */
+export async function deleteBodies(tx: Queryable, which: (id: SQL) => SQL): Promise<void> {
+  await deleteInboxRefs(tx, which);
+  await tx.execute(sql`
+    with gone as (delete from inbox where ${which(sql.raw('id'))} returning dedup_key)
+    delete from inbox_keys where dedup_key in (select decode(dedup_key, 'hex') from gone)`);
 }

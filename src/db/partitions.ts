@@ -124,6 +124,14 @@ export async function listPartitions(db: Queryable): Promise<DayPartition[]> {
     .sort((a, b) => a.fromMs - b.fromMs || a.name.localeCompare(b.name));
 }
 
+/**
+ * Where the day partitions retention drops at `cutoff` end (`dropPartitionsBefore`): the start
+ * of the cutoff's UTC day. Whatever goes with its day goes by this time too.
+ */
+export function droppedDaysEnd(cutoff: Date): Date {
+  return new Date(Math.floor(cutoff.getTime() / DAY_MS) * DAY_MS);
+}
+
 /** `YYYY-MM-DD` of the UTC day `ms` falls in. */
 function dayOf(ms: number): string {
   return new Date(Math.floor(ms / DAY_MS) * DAY_MS).toISOString().slice(0, 10);

@@ -23,8 +23,8 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Clock } from '../clock.ts';
-import { type Db, rowsOf, type Tx } from '../db/client.ts';
-import { deleteInboxRefs } from '../db/inbox-refs.ts';
+import { type Db, idList, rowsOf, type Tx } from '../db/client.ts';
+import { deleteBodies } from '../db/inbox-refs.ts';
 import { AppError } from '../errors.ts';
 import { DEFAULT_STATUS_MAP, parseDeliveryBody } from '../messages/delivery-parse.ts';
 import { isE164 } from '../provider/message.ts';
@@ -98,10 +98,6 @@ export interface ErasureStep {
 }
 
 /** A list of ids as one bound parameter (no limit on how many, unlike `in ($1, $2, ...)`). */
-function idList(ids: readonly (string | number)[], type: 'uuid' | 'text' | 'bigint') {
-  return sql`(select value::${sql.raw(type)} from jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`;
-}
-
 async function rows<T>(tx: Tx, query: ReturnType<typeof sql>): Promise<T[]> {
   return rowsOf<T>(await tx.execute(query));
 }
@@ -429,12 +425,9 @@ const rawCallbacks: ErasureStep = {
       }
     }
     if (toDelete.length > 0) {
-      // what pointed at them (no foreign key cascades: src/db/inbox-refs.ts), the bodies, and
-      // their dedup keys: a hash of the body is about the person too
-      await deleteInboxRefs(tx, (id) => sql`${id} in ${idList(toDelete, 'bigint')}`);
-      await tx.execute(sql`
-        with gone as (delete from inbox where id in ${idList(toDelete, 'bigint')} returning dedup_key)
-        delete from inbox_keys where dedup_key in (select decode(dedup_key, 'hex') from gone)`);
+      // with what pointed at them (no foreign key cascades) and their dedup keys: a hash of the
+      // body is about the person too
+      await deleteBodies(tx, (id) => sql`${id} in ${idList(toDelete, 'bigint')}`);
     }
     return { rawCallbacks: toDelete.length, rawCallbacksRedacted: redacted };
   },

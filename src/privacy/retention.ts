@@ -17,9 +17,9 @@
  */
 import { eq, sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
-import { type Db, rowsOf, type Tx } from '../db/client.ts';
+import { type Db, idList, rowsOf, type Tx } from '../db/client.ts';
 import { deleteInboxRefs } from '../db/inbox-refs.ts';
-import { dropPartitionsBefore } from '../db/partitions.ts';
+import { dropPartitionsBefore, droppedDaysEnd } from '../db/partitions.ts';
 import { settings } from '../db/schema/index.ts';
 import { uuidv7Floor } from '../ids.ts';
 
@@ -80,11 +80,6 @@ export interface RetentionStep {
 
 const count = (result: unknown) => rowsOf(result).length;
 
-const DAY_MS = 86_400_000;
-
-const idList = (ids: readonly string[], type: 'uuid' | 'bigint' = 'uuid') =>
-  sql`(select value::${sql.raw(type)} from jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`;
-
 /**
  * Raw bodies in the inbox's default partition (those of no day made: a server stopped past
  * PARTITIONS_AHEAD_DAYS, times out of range), oldest first, each with the rows that point at
@@ -122,7 +117,7 @@ const rawCallbacks: RetentionStep = {
 const callbackKeys: RetentionStep = {
   kind: 'callbackKeys',
   async run(db, cutoff, batchSize) {
-    const dayStart = new Date(Math.floor(cutoff.getTime() / DAY_MS) * DAY_MS).toISOString();
+    const dayStart = droppedDaysEnd(cutoff).toISOString();
     const changed = count(
       await db.execute(sql`
         delete from inbox_keys where dedup_key in (
@@ -209,7 +204,7 @@ async function takeMessages(tx: Tx, ids: readonly string[]) {
   const rows = rowsOf<{ id: string; waiting: boolean }>(
     await tx.execute(sql`
       select m.id, exists(select 1 from outbox o where o.message_id = m.id) as waiting
-      from messages m where m.id in ${idList(ids)}`),
+      from messages m where m.id in ${idList(ids, 'uuid')}`),
   );
   const ready = rows.filter((r) => !r.waiting).map((r) => r.id);
   const taken = new Set(
@@ -217,7 +212,7 @@ async function takeMessages(tx: Tx, ids: readonly string[]) {
       ? []
       : rowsOf<{ id: string }>(
           await tx.execute(
-            sql`select id from messages where id in ${idList(ready)} for no key update skip locked`,
+            sql`select id from messages where id in ${idList(ready, 'uuid')} for no key update skip locked`,
           ),
         ).map((r) => r.id),
   );
@@ -239,7 +234,7 @@ async function stripTexts(tx: Tx, ids: readonly string[], now: Date): Promise<nu
              then jsonb_build_object('fallback', (payload->'fallback') - 'text' - 'messageData')
              else '{}'::jsonb end
         || '{"redacted":"retention"}'::jsonb
-      where id in ${idList(ids)} and not (payload ? 'redacted')
+      where id in ${idList(ids, 'uuid')} and not (payload ? 'redacted')
       returning id`),
   );
 }
