@@ -1,9 +1,9 @@
 /**
  * The growth bench's history (bench/growth.ts): messages as they are after a whole life,
- * seeded set-based (`insert ... select generate_series`), a chunk a statement. Each message
- * gets a UUIDv7 id of its own creation time, spread over the past 30 days
- * (options.ts `spreadOffsetMs`), its five timeline events (queued by the API, accepted by
- * the dispatch, sent, delivered and read by callbacks) and the three callback bodies the
+ * seeded set-based (`insert ... select generate_series`), a chunk a statement, two chunks at
+ * once. Each message gets a UUIDv7 id of its own creation time, spread over the past 30
+ * days (options.ts `spreadOffsetMs`), its five timeline events (queued by the API, accepted
+ * by the dispatch, sent, delivered and read by callbacks) and the three callback bodies the
  * inbox keeps for those, as `/hooks/delivery` stores them (dedup key, body, outcome), each
  * received when its event happened. Message `i` is `prefix` + i, the provider's `pm-` + that.
  *
@@ -16,6 +16,8 @@ import { PHONE_SQL, uuidv7SqlAt } from '../lib/database.ts';
 import { SPREAD_MS, SPREAD_STEP_MS } from './options.ts';
 
 const CHUNK = 250_000;
+/** chunks seeded at once, each in its own transaction on its own connection */
+const SEED_WORKERS = 2;
 
 /**
  * Whether message_events has a bigint id drawn from a sequence (the schema of today), and
@@ -103,8 +105,12 @@ export async function seedHistory(
   const [keys] = await sql<{ present: boolean }[]>`
     select to_regclass('inbox_keys') is not null as present`;
   const eventMs = 'floor(extract(epoch from at) * 1000)::bigint';
+  const chunks: [number, number][] = [];
   for (let from = opts.from; from <= opts.to; from += CHUNK) {
-    const to = Math.min(opts.to, from + CHUNK - 1);
+    chunks.push([from, Math.min(opts.to, from + CHUNK - 1)]);
+  }
+  let stored = 0;
+  const seedChunk = async ([from, to]: [number, number]) => {
     await sql.begin(async (tx) => {
       await tx.unsafe('set local synchronous_commit = off');
       await tx.unsafe(
@@ -148,6 +154,14 @@ export async function seedHistory(
         [opts.anchor.toISOString(), SPREAD_STEP_MS, SPREAD_MS, from, to, opts.prefix],
       );
     });
-    opts.onChunk?.(to - opts.from + 1);
-  }
+    stored += to - from + 1;
+    opts.onChunk?.(stored);
+  };
+  // one statement runs on one core: SEED_WORKERS chunks at once keep both of the machine's busy
+  const next = () => chunks.shift();
+  await Promise.all(
+    Array.from({ length: SEED_WORKERS }, async () => {
+      for (let c = next(); c; c = next()) await seedChunk(c);
+    }),
+  );
 }
