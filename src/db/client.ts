@@ -403,7 +403,7 @@ export function rowsOf<T>(result: unknown): T[] {
 
 /**
  * A list of values as one JSON parameter, for `in (...)`: the statement's text is the same
- * whatever the list's length.
+ * whatever the list's length, and there is no limit on how many (unlike `in ($1, $2, ...)`).
  *
  * @example
  * sql`delete from inbox where id in ${idList(ids, 'bigint')}`

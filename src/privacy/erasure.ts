@@ -97,7 +97,6 @@ export interface ErasureStep {
   run(tx: Tx, subject: Subject): Promise<Partial<RemovedCounts>>;
 }
 
-/** A list of ids as one bound parameter (no limit on how many, unlike `in ($1, $2, ...)`). */
 async function rows<T>(tx: Tx, query: ReturnType<typeof sql>): Promise<T[]> {
   return rowsOf<T>(await tx.execute(query));
 }
