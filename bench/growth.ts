@@ -7,7 +7,7 @@
  * days), runs `vacuum analyze` and a checkpoint (timed apart), and measures, with the main
  * bench's loads (bench/growth/measure.ts): callbacks on `/hooks/delivery` at a fixed rate,
  * a drain of new queued messages (`benchDispatch`), and `GET /v1/messages/{ref}` of random
- * refs of every age; CPU per request of the server and of Postgres, p99, and the tables'
+ * refs of every age and of the last day's; CPU per request of the server and of Postgres, p99, and the tables'
  * sizes. After the last size, the project's retention removes the oldest day. Before any
  * seeding the disk the largest size needs is checked where Postgres keeps its data.
  *
@@ -60,6 +60,14 @@ import { type MachineShare, machineShare, machineTicks } from './lib/metrics.ts'
 import { machine, printGrid } from './lib/report.ts';
 
 const PREFIX = 'g-';
+const POSTGRES_SETTINGS = [
+  'shared_buffers',
+  'effective_cache_size',
+  'work_mem',
+  'max_wal_size',
+  'checkpoint_timeout',
+  'synchronous_commit',
+] as const;
 
 interface Step {
   /** messages of the seeded history (the measurements add a few of their own) */
@@ -71,7 +79,10 @@ interface Step {
   sizes: TableSizes;
   ingest: Measured & { messages: number };
   dispatch: DispatchBench;
+  /** reads of messages of every age */
   read: Measured;
+  /** reads of messages made in the history's last day, as most reads of a live service are */
+  readRecent: Measured;
   /** the machine's CPUs while this step measured (others' work included) */
   machine: MachineShare & { loadAverage: number };
 }
@@ -101,6 +112,9 @@ function goals(steps: Step[]): GoalRow[] {
     ['GET /v1/messages/{ref}: server CPU us/request', (s) => s.read.cpu.switchboardUsPerRequest],
     ['GET /v1/messages/{ref}: Postgres CPU us/request', (s) => s.read.cpu.postgresUsPerRequest],
     ['GET /v1/messages/{ref}: p99 ms', (s) => s.read.load.p99],
+    ['GET, last day: server CPU us/request', (s) => s.readRecent.cpu.switchboardUsPerRequest],
+    ['GET, last day: Postgres CPU us/request', (s) => s.readRecent.cpu.postgresUsPerRequest],
+    ['GET, last day: p99 ms', (s) => s.readRecent.load.p99],
   ];
   return rows.map(([measurement, of]) => ({
     measurement,
@@ -124,6 +138,8 @@ function printSteps(steps: Step[]): void {
       'dispatch us/msg (+PG)',
       'read us/req (+PG)',
       'read p99 ms',
+      'last-day read us/req (+PG)',
+      'last-day p99 ms',
       ...TABLES.map((t) => `${t} MB (idx)`),
       'seed s',
       'vacuum s',
@@ -137,6 +153,8 @@ function printSteps(steps: Step[]): void {
       `${s.dispatch.cpuUsPerMessage.switchboard} + ${s.dispatch.cpuUsPerMessage.postgres}`,
       cpu(s.read),
       String(s.read.load.p99),
+      cpu(s.readRecent),
+      String(s.readRecent.load.p99),
       ...TABLES.map((t) => size(s, t)),
       String(s.seed.seconds),
       String(s.vacuumSeconds),
@@ -213,6 +231,15 @@ async function main(): Promise<void> {
     await migrateDatabase(migrator);
     await migrator.close();
     const [pg] = await db.sql`select current_setting('server_version') as v`;
+    // the memory and WAL Postgres ran with: what decides when the data stops fitting
+    const postgresSettings = Object.fromEntries(
+      (
+        await db.sql<{ name: string; value: string }[]>`
+          select name, current_setting(name) as value from pg_settings
+          where name = any(${POSTGRES_SETTINGS as unknown as string[]}::text[]) order by name`
+      ).map((r) => [r.name, r.value]),
+    );
+    log(`Postgres ${pg!.v}: ${JSON.stringify(postgresSettings)}`);
 
     // room for the largest size, before anything is seeded: at a stated bytes per message
     // now, at the one the first step measured before each later step
@@ -333,6 +360,12 @@ async function main(): Promise<void> {
       const sizes = await tableSizes(ctx);
       const ticks = machineTicks();
       const read = await measureRead(ctx, { prefix: PREFIX, count: size, rate: opts.readRate });
+      const readRecent = await measureRead(ctx, {
+        prefix: PREFIX,
+        count: size,
+        rate: opts.readRate,
+        recentDays: 1,
+      });
       const ingest = await measureIngest(ctx, { prefix: `gi${k}-`, rate: opts.ingestRate });
       const dispatch = await benchDispatch(dispatchCtx, `gd${k}-`);
       steps.push({
@@ -348,10 +381,11 @@ async function main(): Promise<void> {
         ingest,
         dispatch,
         read,
+        readRecent,
         machine: { ...machineShare(ticks, machineTicks()), loadAverage: round(loadavg()[0]!, 2) },
       });
       log(
-        `${millions(size)}: ingestion ${ingest.cpu.switchboardUsPerRequest} + ${ingest.cpu.postgresUsPerRequest} us, p99 ${ingest.load.p99} ms; dispatch ${dispatch.messagesPerSecond} msg/s; reads ${read.cpu.switchboardUsPerRequest} + ${read.cpu.postgresUsPerRequest} us, p99 ${read.load.p99} ms`,
+        `${millions(size)}: ingestion ${ingest.cpu.switchboardUsPerRequest} + ${ingest.cpu.postgresUsPerRequest} us, p99 ${ingest.load.p99} ms; dispatch ${dispatch.messagesPerSecond} msg/s; reads ${read.cpu.switchboardUsPerRequest} + ${read.cpu.postgresUsPerRequest} us, p99 ${read.load.p99} ms; last day's ${readRecent.cpu.switchboardUsPerRequest} + ${readRecent.cpu.postgresUsPerRequest} us, p99 ${readRecent.load.p99} ms`,
       );
     }
 
@@ -388,6 +422,7 @@ async function main(): Promise<void> {
       options: opts,
       anchor: anchor.toISOString(),
       machine: machine(String(pg!.v)),
+      postgresSettings,
       serverNodeArgs,
       disk: {
         dataDirectory: disk.dataDirectory,

@@ -27,9 +27,13 @@ const PREFIX = 'd-';
  * Request after request, `GET /v1/messages/{ref}` of a random one of the messages `prefix` +
  * 1..count: a third each by one of `ids` (Switchboard ids), customerMessageId and messageId.
  */
-export function messageReads(prefix: string, count: number, ids: readonly string[]) {
+export function messageReads(
+  prefix: string,
+  count: number,
+  ids: readonly string[],
+  pick = () => 1 + Math.floor(Math.random() * count),
+) {
   let seq = 0;
-  const pick = () => 1 + Math.floor(Math.random() * count);
   return () => {
     const kind = seq++ % 3;
     const ref =

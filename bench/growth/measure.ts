@@ -2,7 +2,8 @@
  * What the growth bench (bench/growth.ts) measures at each size, with the main bench's loads
  * and meters: callbacks on `/hooks/delivery` at a fixed rate (part (a)'s bodies, for fresh
  * accepted messages), a drain of queued messages (part (b), `benchDispatch`), and
- * `GET /v1/messages/{ref}` for random refs of every age (part (d)'s mix); the tables' sizes;
+ * `GET /v1/messages/{ref}` for random refs of every age and of the last day (part (d)'s
+ * mix); the tables' sizes;
  * and, after the last size, retention removing the oldest day.
  *
  * @example
@@ -17,6 +18,7 @@ import { seedMessages } from '../lib/database.ts';
 import { type LoadResult, runLoad } from '../lib/load.ts';
 import { type CpuUse, cpuMeter } from '../lib/metrics.ts';
 import { messageReads } from '../read.ts';
+import { recentMessages } from './options.ts';
 
 /** One load at an offered rate, and the CPU the server and Postgres spent on it. */
 export interface Measured {
@@ -53,23 +55,38 @@ export async function measureIngest(
 }
 
 /**
- * `rate` reads a second of random messages among `prefix` + 1..count (every age: the seeded
- * history is spread over 30 days), a third each by id, customerMessageId and messageId, after
- * a 3 s warm-up, as part (d) does. The ids are a sample of about 20 000 pages' worth.
+ * `rate` reads a second of random messages among `prefix` + 1..count, a third each by id,
+ * customerMessageId and messageId, after a 3 s warm-up, as part (d) does: of every age (the
+ * seeded history is spread over 30 days; the ids are a sample of about 20 000 pages' worth),
+ * or, with `recentDays`, only of those made in the history's last days (30 000 of them).
  */
 export async function measureRead(
   ctx: BenchContext,
-  opts: { prefix: string; count: number; rate: number },
+  opts: { prefix: string; count: number; rate: number; recentDays?: number },
 ): Promise<Measured> {
-  const percent = Math.min(100, (30_000 / opts.count) * 100);
-  const ids = (
-    await ctx.db.sql<{ id: string }[]>`
-      select id from messages tablesample system (${percent})
-      where customer_message_id like ${`${opts.prefix}%`} limit 30000`
-  ).map((r) => r.id);
-  const request = messageReads(opts.prefix, opts.count, ids);
+  let ids: string[];
+  let pick: (() => number) | undefined;
+  if (opts.recentDays === undefined) {
+    const percent = Math.min(100, (30_000 / opts.count) * 100);
+    ids = (
+      await ctx.db.sql<{ id: string }[]>`
+        select id from messages tablesample system (${percent})
+        where customer_message_id like ${`${opts.prefix}%`} limit 30000`
+    ).map((r) => r.id);
+  } else {
+    const recent = recentMessages(opts.count, opts.recentDays, 30_000);
+    pick = () => recent[Math.floor(Math.random() * recent.length)]!;
+    ids = (
+      await ctx.db.sql<{ id: string }[]>`
+        select id from messages
+        where customer_message_id = any(${recent.map((i) => `${opts.prefix}${i}`)}::text[])`
+    ).map((r) => r.id);
+  }
+  const request = messageReads(opts.prefix, opts.count, ids, pick);
   await runLoad({ url: ctx.server.url, seconds: 3, connections: 10, method: 'GET', request });
-  ctx.log(`reads: ${opts.rate} GET /v1/messages/{ref} a second for ${ctx.seconds} s`);
+  ctx.log(
+    `reads: ${opts.rate} GET /v1/messages/{ref} a second for ${ctx.seconds} s, ${opts.recentDays === undefined ? 'every age' : `made in the last ${opts.recentDays} day(s)`}`,
+  );
   return measured(ctx, {
     url: ctx.server.url,
     seconds: ctx.seconds,

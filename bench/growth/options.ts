@@ -120,6 +120,22 @@ export function spreadOffsetMs(i: number): number {
   return Number((BigInt(i) * BigInt(SPREAD_STEP_MS)) % BigInt(SPREAD_MS));
 }
 
+/**
+ * `n` messages drawn at random among 1..`count` made in the history's last `days` (by
+ * `spreadOffsetMs`), for reads of recent messages, as a live service mostly gets: an app
+ * polls what it just sent, an agent looks up today's. Fewer when the history has fewer.
+ */
+export function recentMessages(count: number, days: number, n: number): number[] {
+  const since = SPREAD_MS - days * 86_400_000;
+  const picked = new Set<number>();
+  // a recent message is about one in SPREAD_DAYS / days: enough draws for n of them
+  for (let tries = 0; picked.size < n && tries < n * (SPREAD_DAYS / days) * 20; tries++) {
+    const i = 1 + Math.floor(Math.random() * count);
+    if (spreadOffsetMs(i) >= since) picked.add(i);
+  }
+  return [...picked];
+}
+
 export function gcd(a: number, b: number): number {
   return b === 0 ? a : gcd(b, a % b);
 }

@@ -6,6 +6,8 @@
  * by the dispatch, sent, delivered and read by callbacks) and the three callback bodies the
  * inbox keeps for those, as `/hooks/delivery` stores them (dedup key, body, outcome), each
  * received when its event happened. Message `i` is `prefix` + i, the provider's `pm-` + that.
+ * A chunk's rows are written in time order, so within a chunk a day's rows lie together as
+ * in a table that filled day by day (the whole history is a chunk count of such runs).
  *
  * @example
  * const ms = eventIdsByTime(await eventIdColumn(sql));
@@ -117,7 +119,9 @@ export async function seedHistory(
         `with s as (
            select i, $1::timestamptz - interval '30 days 5 seconds'
                      + ((i * $2::bigint) % $3::bigint) * interval '1 millisecond' as t
-           from generate_series($4::bigint, $5::bigint) as i),
+           from generate_series($4::bigint, $5::bigint) as i
+           -- in time order, as rows that arrived over the days lie (a day's together)
+           order by t),
          m as (
            insert into messages (id, customer_message_id, provider_message_id, type, "from", "to",
                                  payload, status, parts, created_at, updated_at)

@@ -4,6 +4,7 @@ import {
   gcd,
   parseGrowthArgs,
   parseSizes,
+  recentMessages,
   SPREAD_MS,
   SPREAD_STEP_MS,
   settingBytes,
@@ -66,6 +67,23 @@ describe('the growth bench: flags, disk estimate, spread and goal', () => {
     // and any run of consecutive messages covers every day
     const days = new Set(offsets.slice(0, 3000).map((ms) => Math.floor(ms / 86_400_000)));
     expect(days.size).toBe(30);
+  });
+
+  it('draws recent messages from the last days of the history only', () => {
+    const picked = recentMessages(1_000_000, 1, 5000);
+    expect(picked).toHaveLength(5000);
+    expect(new Set(picked).size).toBe(5000);
+    for (const i of picked) {
+      expect(i).toBeGreaterThanOrEqual(1);
+      expect(i).toBeLessThanOrEqual(1_000_000);
+      expect(spreadOffsetMs(i)).toBeGreaterThanOrEqual(SPREAD_MS - 86_400_000);
+    }
+    // a small history has fewer recent messages than asked for: it gives what there is
+    const few = recentMessages(300, 1, 5000);
+    const all = Array.from({ length: 300 }, (_, k) => k + 1).filter(
+      (i) => spreadOffsetMs(i) >= SPREAD_MS - 86_400_000,
+    );
+    expect(few.sort((a, b) => a - b)).toEqual(all);
   });
 
   it('judges the goal: the largest size within 20 % above the smallest', () => {
