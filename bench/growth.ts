@@ -7,8 +7,8 @@
  * days), runs `vacuum analyze` and a checkpoint (timed apart), and measures, with the main
  * bench's loads (bench/growth/measure.ts): callbacks on `/hooks/delivery` at a fixed rate,
  * a drain of new queued messages (`benchDispatch`), and `GET /v1/messages/{ref}` of random
- * refs of every age and of the last day's; CPU per request of the server and of Postgres, p99, and the tables'
- * sizes. After the last size, the project's retention removes the oldest day. Before any
+ * refs of every age and of the last day's; CPU per request of the server and of Postgres,
+ * p99, and the tables' sizes. After the last size, the project's retention removes the oldest day. Before any
  * seeding the disk the largest size needs is checked where Postgres keeps its data.
  *
  * Prints one table (a row per size) and the goal (CPU per request and p99 at the largest size
@@ -60,14 +60,14 @@ import { type MachineShare, machineShare, machineTicks } from './lib/metrics.ts'
 import { machine, printGrid } from './lib/report.ts';
 
 const PREFIX = 'g-';
-const POSTGRES_SETTINGS = [
+const POSTGRES_SETTINGS: string[] = [
   'shared_buffers',
   'effective_cache_size',
   'work_mem',
   'max_wal_size',
   'checkpoint_timeout',
   'synchronous_commit',
-] as const;
+];
 
 interface Step {
   /** messages of the seeded history (the measurements add a few of their own) */
@@ -236,7 +236,7 @@ async function main(): Promise<void> {
       (
         await db.sql<{ name: string; value: string }[]>`
           select name, current_setting(name) as value from pg_settings
-          where name = any(${POSTGRES_SETTINGS as unknown as string[]}::text[]) order by name`
+          where name = any(${POSTGRES_SETTINGS}::text[]) order by name`
       ).map((r) => [r.name, r.value]),
     );
     log(`Postgres ${pg!.v}: ${JSON.stringify(postgresSettings)}`);
