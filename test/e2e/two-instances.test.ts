@@ -14,23 +14,37 @@ import { availableEngines, createTestDatabase, type TestDatabase } from '../supp
 import { eventually, startTestServer } from '../support/server.ts';
 import { NO_POSTGRES, onlyIf } from '../support/skip.ts';
 
-/** Forwards /sandbox/* to the instance that hosts the sandbox, the rest round-robin. */
-function balancer(targets: () => string[]) {
+/**
+ * Forwards /sandbox/* to the instance that hosts the sandbox, the rest round-robin. When the
+ * instance cannot be reached it answers 502, as a proxy does, and counts it: the sender's
+ * retry is what then has to bring the request through.
+ */
+function balancer(targets: () => string[], failures: string[]) {
   let next = 0;
   const app = new Hono();
   app.all('*', async (c) => {
     const all = targets();
     const url = new URL(c.req.url);
     const target = url.pathname.startsWith('/sandbox/') ? all[0]! : all[next++ % all.length]!;
-    const res = await fetch(`${target}${url.pathname}${url.search}`, {
-      method: c.req.method,
-      headers: c.req.raw.headers,
-      ...(c.req.method !== 'GET' && c.req.method !== 'HEAD' && { body: await c.req.arrayBuffer() }),
-    });
-    return new Response(res.body, { status: res.status, headers: res.headers });
+    try {
+      const res = await fetch(`${target}${url.pathname}${url.search}`, {
+        method: c.req.method,
+        headers: c.req.raw.headers,
+        ...(c.req.method !== 'GET' &&
+          c.req.method !== 'HEAD' && { body: await c.req.arrayBuffer() }),
+      });
+      return new Response(res.body, { status: res.status, headers: res.headers });
+    } catch (err) {
+      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+      failures.push(`${c.req.method} ${url.pathname}: ${cause?.code ?? cause?.message ?? err}`);
+      return c.text('bad gateway', 502);
+    }
   });
   return app;
 }
+
+/** How long the 24 calls may take in all, on a loaded machine (they take 2-8 s alone). */
+const CALLS_BUDGET_MS = 90_000;
 
 const onPostgres = availableEngines().includes('postgres');
 
@@ -41,6 +55,7 @@ describe.runIf(onPostgres)(onlyIf(onPostgres, 'two instances on one database', N
   let b: RunningServer;
   let lb: ReturnType<typeof serve>;
   let lbUrl: string;
+  const proxyFailures: string[] = [];
 
   beforeAll(async () => {
     db = await createTestDatabase('postgres');
@@ -49,7 +64,7 @@ describe.runIf(onPostgres)(onlyIf(onPostgres, 'two instances on one database', N
     let targets: string[] = [];
     lb = await new Promise((resolve) => {
       const s = serve(
-        { fetch: balancer(() => targets).fetch, port: 0, hostname: '127.0.0.1' },
+        { fetch: balancer(() => targets, proxyFailures).fetch, port: 0, hostname: '127.0.0.1' },
         () => resolve(s),
       );
     });
@@ -71,7 +86,10 @@ describe.runIf(onPostgres)(onlyIf(onPostgres, 'two instances on one database', N
     await db?.drop();
   });
 
-  it('runs calls through both with no duplicate send and no lost event', async () => {
+  it('runs calls through both with no duplicate send and no lost event', {
+    timeout: CALLS_BUDGET_MS + 30_000,
+  }, async () => {
+    const deadline = Date.now() + CALLS_BUDGET_MS;
     const started: { id: string; to: string; key: string }[] = [];
     for (let i = 0; i < 24; i++) {
       const to = phone();
@@ -95,18 +113,33 @@ describe.runIf(onPostgres)(onlyIf(onPostgres, 'two instances on one database', N
       started.push({ id: (await readJson(res)).id, to, key });
     }
     for (const s of started) {
+      // what was seen of the call last, for the failure's message
+      let seen: unknown;
       const call = await eventually(
         async () => {
           const c = await readJson(await fetch(`${lbUrl}/v1/calls/${s.id}`));
+          seen = {
+            state: c.state,
+            path: c.path,
+            messages: c.messages?.map((m: { role: string; status: string }) => [m.role, m.status]),
+          };
           const done = c.state === 'ended';
           const followUpsSettled = c.messages
             .filter((m: { role: string }) => m.role === 'follow-up')
             .every((m: { status: string }) => m.status === 'delivered');
           return done && followUpsSettled && c;
         },
-        30_000,
+        Math.max(500, deadline - Date.now()),
         `call ${s.id}`,
-      );
+      ).catch((err) => {
+        const unsettled = a
+          .sandbox!.callbacks.list()
+          .filter((r) => r.state !== 'delivered')
+          .map((r) => ({ kind: r.kind, state: r.state, attempts: r.attempts }));
+        throw new Error(
+          `${err.message}; last seen ${JSON.stringify(seen)}; proxy failures ${JSON.stringify(proxyFailures)}; sandbox callbacks not delivered ${JSON.stringify(unsettled)}`,
+        );
+      });
       const path = call.path.map((p: { menu: string; key: string }) => `${p.menu}:${p.key}`);
       if (s.key === '1') {
         expect(path).toEqual(['main:1']);
