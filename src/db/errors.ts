@@ -107,3 +107,12 @@ export function isLockNotAvailable(err: unknown): boolean {
   for (const { code } of causes(err)) if (code === '55P03') return true;
   return false;
 }
+
+/**
+ * Whether `err` (or what it wraps) is Postgres's 42P01, undefined_table: a statement named a
+ * table that is not there (a day partition dropped since it was listed, db/partition-map.ts).
+ */
+export function isUndefinedTable(err: unknown): boolean {
+  for (const { code } of causes(err)) if (code === '42P01') return true;
+  return false;
+}

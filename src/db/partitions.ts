@@ -6,7 +6,7 @@
  * per UTC day, and a default partition for what falls outside every day made. So:
  *
  * - a read by message or call id (every timeline) touches one partition, whatever the number
- *   of days kept;
+ *   of days kept (a message's read by id names it: db/partition-map.ts);
  * - retention drops whole days (`dropPartitionsBefore`): a file unlinked, no row-by-row
  *   delete, no bloat, no vacuum behind it;
  * - the server makes each day's partition ahead (`ensurePartitions`, at start and then hourly

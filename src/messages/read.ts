@@ -8,6 +8,8 @@
  */
 import { and, asc, desc, eq, gte, lt, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { Db, Queryable } from '../db/client.ts';
+import { isUndefinedTable } from '../db/errors.ts';
+import { forgetPartitions, partitionOf } from '../db/partition-map.ts';
 import { type MessageRow, messageEvents, messages } from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
@@ -112,51 +114,108 @@ interface TimelineJson {
   detail: unknown;
 }
 
-function messageWithTimeline(db: Db, withId: boolean) {
+/**
+ * The statement of a read: the message by `ref` with its timeline. `partition`: by id alone,
+ * the timeline read from that day partition of message_events (db/partition-map.ts);
+ * otherwise by id (`withId`), customerMessageId or messageId, the timeline through the parent.
+ */
+function messageWithTimeline(db: Db, how: { withId: boolean } | { partition: string }) {
   const ref = sql.placeholder('ref');
-  return db
+  const events = 'partition' in how ? sql.identifier(how.partition) : messageEvents;
+  const query = db
     .select({
       message: messages,
       timeline: sql<TimelineJson[] | string>`(
         select coalesce(json_agg(json_build_object(
           'status', e.status, 'at', e.at, 'receivedAt', e.received_at,
           'source', e.source, 'detail', e.detail) order by e.at, e.id), '[]'::json)
-        from ${messageEvents} e where e.message_id = "messages"."id")`,
+        from ${events} e where e.message_id = "messages"."id")`,
     })
-    .from(messages)
+    .from(messages);
+  if ('partition' in how) {
+    return query.where(eq(messages.id, ref)).limit(1).prepare(`get_message_in_${how.partition}`);
+  }
+  return query
     .where(
       or(
-        ...(withId ? [eq(messages.id, ref)] : []),
+        ...(how.withId ? [eq(messages.id, ref)] : []),
         eq(messages.customerMessageId, ref),
         eq(messages.providerMessageId, ref),
       ),
     )
     .limit(3)
-    .prepare(withId ? 'get_message_by_id_or_ref' : 'get_message_by_ref');
+    .prepare(how.withId ? 'get_message_by_id_or_ref' : 'get_message_by_ref');
 }
 
 type PreparedRead = ReturnType<typeof messageWithTimeline>;
-// built once per database: the statement's SQL is made once, and Postgres plans it once per
-// connection, rather than both on every read
-const preparedReads = new WeakMap<Db, { byIdOrRef: PreparedRead; byRef: PreparedRead }>();
+type ReadRow = Awaited<ReturnType<PreparedRead['execute']>>[number];
+// built once per database (and day partition): the statement's SQL is made once, and Postgres
+// plans it once per connection, rather than both on every read
+const preparedReads = new WeakMap<
+  Db,
+  { byIdOrRef: PreparedRead; byRef: PreparedRead; inPartition: Map<string, PreparedRead> }
+>();
+
+/** Days kept in `inPartition` before it starts again (retention keeps ~31 by default). */
+const MAX_PARTITION_READS = 400;
+
+function readsOf(db: Db) {
+  let reads = preparedReads.get(db);
+  if (!reads) {
+    reads = {
+      byIdOrRef: messageWithTimeline(db, { withId: true }),
+      byRef: messageWithTimeline(db, { withId: false }),
+      inPartition: new Map(),
+    };
+    preparedReads.set(db, reads);
+  }
+  return reads;
+}
+
+/**
+ * The message whose id is `id` with its timeline, read from the timeline's own day partition;
+ * undefined when that partition is not known or has gone meanwhile, or no message has that id
+ * (the caller then reads by every ref, through the parent).
+ */
+async function byIdInPartition(db: Db, id: string): Promise<ReadRow | undefined> {
+  const partition = await partitionOf(db, 'message_events', id);
+  if (!partition) return undefined;
+  const reads = readsOf(db);
+  let read = reads.inPartition.get(partition);
+  if (!read) {
+    if (reads.inPartition.size >= MAX_PARTITION_READS) reads.inPartition.clear();
+    read = messageWithTimeline(db, { partition });
+    reads.inPartition.set(partition, read);
+  }
+  try {
+    const [row] = await read.execute({ ref: id });
+    return row;
+  } catch (err) {
+    if (!isUndefinedTable(err)) throw err;
+    // dropped since it was listed (retention): list again, and read through the parent
+    forgetPartitions(db);
+    reads.inPartition.delete(partition);
+    return undefined;
+  }
+}
 
 /**
  * One message with its timeline; `AppError('NOT_FOUND')` when no ref matches. One statement,
  * so one snapshot: the status always agrees with the timeline shown beside it, and the read
- * costs one round trip (not a transaction of four).
+ * costs one round trip (not a transaction of four). By an id, the timeline comes from its day
+ * partition (byIdInPartition); when that finds nothing, by every ref as for any other.
  */
 export async function getMessage(db: Db, ref: string): Promise<MessageView> {
-  let reads = preparedReads.get(db);
-  if (!reads) {
-    reads = { byIdOrRef: messageWithTimeline(db, true), byRef: messageWithTimeline(db, false) };
-    preparedReads.set(db, reads);
+  const reads = readsOf(db);
+  let found = isUuid(ref) ? await byIdInPartition(db, ref) : undefined;
+  if (!found) {
+    const rows = await (isUuid(ref) ? reads.byIdOrRef : reads.byRef).execute({ ref });
+    // an exact id wins, then a customerMessageId, then the provider's id
+    found =
+      rows.find((r) => r.message.id === ref) ??
+      rows.find((r) => r.message.customerMessageId === ref) ??
+      rows.find((r) => r.message.providerMessageId === ref);
   }
-  const rows = await (isUuid(ref) ? reads.byIdOrRef : reads.byRef).execute({ ref });
-  // an exact id wins, then a customerMessageId, then the provider's id
-  const found =
-    rows.find((r) => r.message.id === ref) ??
-    rows.find((r) => r.message.customerMessageId === ref) ??
-    rows.find((r) => r.message.providerMessageId === ref);
   if (!found) {
     // only on a miss, so the fast path never pays for it
     const erased = await erasedAt(db, isUuid(ref) ? ['messageId', ...REFS] : REFS, ref);
