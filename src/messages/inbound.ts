@@ -154,7 +154,11 @@ export async function ingestViber(
       await addOptOut(tx, r.from, 'inbound', detail, now);
     }
     const outcome = { events: rows.length, matched: stored.length, pending: 0, problems };
-    await tx.update(inbox).set({ outcome }).where(eq(inbox.id, inboxId));
+    // received_at too: the inbox is in day partitions by it, so this looks in one of them
+    await tx
+      .update(inbox)
+      .set({ outcome })
+      .where(and(eq(inbox.id, inboxId), eq(inbox.receivedAt, now)));
     // every message of the body was stored before, under its provider id: a retry
     return { duplicate: rows.length > 0 && stored.length === 0, inboxId, ...outcome };
   });
