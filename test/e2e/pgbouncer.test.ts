@@ -221,7 +221,14 @@ describe.runIf(runs)(onlyIf(runs, 'Switchboard behind PgBouncer in transaction m
     const second = await openDatabase({ ...db.open!, maxConnections: 2 });
     try {
       const one = first.createLeaderLock(key);
-      const two = second.createLeaderLock(key);
+      // the second waits for the lock in Postgres once it found it taken, and is told when
+      // that wait returns: a release reaches it asynchronously (the first's session ends,
+      // then Postgres grants the waiting query)
+      let tookOver!: () => void;
+      const tookOverSignal = new Promise<void>((resolve) => {
+        tookOver = resolve;
+      });
+      const two = second.createLeaderLock(key, () => tookOver());
       expect(await one.tryAcquire()).toBe(true);
       for (let i = 0; i < 20; i++) {
         // pool traffic in between moves PgBouncer's server connections around: the leader
@@ -234,6 +241,7 @@ describe.runIf(runs)(onlyIf(runs, 'Switchboard behind PgBouncer in transaction m
         expect(await two.tryAcquire()).toBe(false);
       }
       await one.release();
+      await tookOverSignal;
       expect(await two.tryAcquire()).toBe(true);
       await two.release();
       await eventually(async () => {
