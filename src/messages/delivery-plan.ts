@@ -229,8 +229,11 @@ export interface AttachPlan {
   timeline: TimelinePlan;
   /** the pending rows whose events go on a timeline now */
   attached: number[];
-  /** how many of each inbox row's waiting events were attached */
-  perInbox: { id: number; n: number }[];
+  /**
+   * how many of each inbox row's waiting events were attached, with the time the row was
+   * received (its day partition's key; a pending event is written with its body's time)
+   */
+  perInbox: { id: number; receivedAt: string; n: number }[];
 }
 
 /**
@@ -245,7 +248,7 @@ export function planAttach(
   const about = matcher(locked);
   const perMessage = new Map<string, NewEvent[]>();
   const attached: number[] = [];
-  const perInbox = new Map<number, number>();
+  const perInbox = new Map<number, { id: number; receivedAt: string; n: number }>();
   for (const p of pending) {
     const m = about(p.detail);
     if (!m) continue;
@@ -261,11 +264,13 @@ export function planAttach(
     if (list) list.push(event);
     else perMessage.set(m.id, [event]);
     attached.push(p.id);
-    perInbox.set(p.inboxId, (perInbox.get(p.inboxId) ?? 0) + 1);
+    const row = perInbox.get(p.inboxId);
+    if (row) row.n++;
+    else perInbox.set(p.inboxId, { id: p.inboxId, receivedAt: p.receivedAt.toISOString(), n: 1 });
   }
   return {
     timeline: planTimeline(locked, perMessage),
     attached,
-    perInbox: [...perInbox].map(([id, n]) => ({ id, n })),
+    perInbox: [...perInbox.values()],
   };
 }

@@ -92,8 +92,10 @@ export async function attachPending(deps: IngestDeps, limit = 500): Promise<numb
           from jsonb_array_elements_text(${JSON.stringify(plan.attached)}::jsonb) k(v))),
       iu as (
         update inbox set pending = greatest(inbox.pending - v.n, 0)
-        from jsonb_to_recordset(${JSON.stringify(plan.perInbox)}::jsonb) as v(id bigint, n int)
-        where inbox.id = v.id)`,
+        from jsonb_to_recordset(${JSON.stringify(plan.perInbox)}::jsonb)
+          as v(id bigint, "receivedAt" timestamptz, n int)
+        -- received_at too: the row's day partition, where by id alone every day is probed
+        where inbox.id = v.id and inbox.received_at = v."receivedAt")`,
     });
     return plan.attached.length;
   });

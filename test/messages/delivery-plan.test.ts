@@ -365,7 +365,7 @@ describe('planAttach', () => {
       [locked('a'), locked('b', { pmid: 'p-b' })],
     );
     expect(p.attached).toEqual([1, 2]);
-    expect(p.perInbox).toEqual([{ id: 7, n: 2 }]);
+    expect(p.perInbox).toEqual([{ id: 7, receivedAt: now.toISOString(), n: 2 }]);
     expect(p.timeline.moves.map((m) => `${m.id}:${m.after}`)).toEqual(['a:sent', 'b:delivered']);
     expect(p.timeline.events[0]).toMatchObject({
       detail: { inboxId: 7 },
