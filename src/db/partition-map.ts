@@ -8,9 +8,9 @@
  *
  * The map may be behind the catalog; each way it is safe. A day not in it yet: the caller
  * reads through the parent. A day dropped since it was listed (by retention, on any
- * instance): the caller's statement fails with undefined_table, the caller calls `forget`
- * and reads through the parent. A named day partition holds all of its key range: Postgres
- * does not make a partition while the default one holds rows of its range.
+ * instance): the caller's statement fails with undefined_table, the caller calls
+ * `forgetPartitions` and reads through the parent. A named day partition holds all of its
+ * key range: Postgres does not make a partition while the default one holds rows of its range.
  *
  * @example
  * const part = await partitionOf(db, 'message_events', id); // 'message_events_p20261128'
@@ -20,7 +20,7 @@ import type { Db } from './client.ts';
 import { type DayPartition, listPartitions, type PartitionedTable } from './partitions.ts';
 
 /** How long a listing of the partitions is used before it is read again. */
-export const PARTITION_MAP_MAX_AGE_MS = 60_000;
+const PARTITION_MAP_MAX_AGE_MS = 60_000;
 
 interface PartitionMap {
   /** per table, oldest first */
@@ -28,9 +28,15 @@ interface PartitionMap {
   listedAt: number;
 }
 
-const maps = new WeakMap<Db, { map?: PartitionMap; refreshing?: Promise<void> }>();
+/** A database's map, and the listing under way that will replace it. */
+interface Entry {
+  map?: PartitionMap;
+  refreshing?: Promise<void>;
+}
 
-function refresh(db: Db, entry: { map?: PartitionMap; refreshing?: Promise<void> }) {
+const maps = new WeakMap<Db, Entry>();
+
+function refresh(db: Db, entry: Entry) {
   entry.refreshing ??= listPartitions(db)
     .then((parts) => {
       const byTable = new Map<PartitionedTable, DayPartition[]>();

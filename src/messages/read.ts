@@ -177,10 +177,13 @@ function readsOf(db: Db) {
  * undefined when that partition is not known or has gone meanwhile, or no message has that id
  * (the caller then reads by every ref, through the parent).
  */
-async function byIdInPartition(db: Db, id: string): Promise<ReadRow | undefined> {
+async function byIdInPartition(
+  db: Db,
+  reads: ReturnType<typeof readsOf>,
+  id: string,
+): Promise<ReadRow | undefined> {
   const partition = await partitionOf(db, 'message_events', id);
   if (!partition) return undefined;
-  const reads = readsOf(db);
   let read = reads.inPartition.get(partition);
   if (!read) {
     if (reads.inPartition.size >= MAX_PARTITION_READS) reads.inPartition.clear();
@@ -207,7 +210,7 @@ async function byIdInPartition(db: Db, id: string): Promise<ReadRow | undefined>
  */
 export async function getMessage(db: Db, ref: string): Promise<MessageView> {
   const reads = readsOf(db);
-  let found = isUuid(ref) ? await byIdInPartition(db, ref) : undefined;
+  let found = isUuid(ref) ? await byIdInPartition(db, reads, ref) : undefined;
   if (!found) {
     const rows = await (isUuid(ref) ? reads.byIdOrRef : reads.byRef).execute({ ref });
     // an exact id wins, then a customerMessageId, then the provider's id

@@ -41,10 +41,7 @@ describeEachEngine('updates of a stored raw body', (ctx) => {
     await ensurePartitions(db(), new Date(D0), 1);
     // the second day's partition was made, the fifth's was not (its body is in the default)
     for (const [ms, part] of [
-      [
-        D0 + DAY + 3_600_000,
-        `inbox_p${new Date(D0 + DAY).toISOString().slice(0, 10).replaceAll('-', '')}`,
-      ],
+      [D0 + DAY + 3_600_000, dayPart(D0 + DAY)],
       [D0 + 5 * DAY + 60_000, 'inbox_default'],
     ] as const) {
       const at = new Date(ms);
