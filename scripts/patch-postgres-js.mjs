@@ -1,18 +1,29 @@
 /**
- * Fixes a crash of postgres.js 3.4.9 (upstream issues porsager/postgres#1066, #1154, #1208;
- * unreleased fixes #1168, #1209): when a connection closes while a transaction runs (Postgres
- * restarted, failed over, or a backend killed), postgres.js's own automatic ROLLBACK is queued
- * on the closed connection, its deferred write runs on a null socket, and the TypeError thrown
- * from setImmediate kills the whole process. The same close also leaves the write timer set,
- * so the reconnected connection never sends anything again.
+ * Two fixes to postgres.js 3.4.9, applied to its ESM, CommonJS and Workers copies by
+ * `npm install` / `npm ci` (package.json `postinstall`). Idempotent; a postgres.js whose code
+ * differs (another version) is left alone with a note.
  *
- * The fix, applied to the ESM, CommonJS and Workers copies: a write after the close settles
- * the waiting queries with CONNECTION_CLOSED instead of throwing; a close forgets the pending
- * bytes, the write timer and the failed query, so the next socket starts clean.
- * test/faults/postgres-restart.test.ts shows the crash without it.
+ * 1. connection.js, a crash (upstream issues porsager/postgres#1066, #1154, #1208; unreleased
+ *    fixes #1168, #1209): when a connection closes while a transaction runs (Postgres
+ *    restarted, failed over, or a backend killed), postgres.js's own automatic ROLLBACK is
+ *    queued on the closed connection, its deferred write runs on a null socket, and the
+ *    TypeError thrown from setImmediate kills the whole process. The same close also leaves the
+ *    write timer set, so the reconnected connection never sends anything again. Fixed: a write
+ *    after the close settles the waiting queries with CONNECTION_CLOSED instead of throwing; a
+ *    close forgets the pending bytes, the write timer and the failed query, so the next socket
+ *    starts clean. test/faults/postgres-restart.test.ts shows the crash without it.
  *
- * Idempotent; a postgres.js whose code differs (another version) is left alone with a note.
- * Run by `npm install` / `npm ci` (package.json `postinstall`).
+ * 2. index.js, a pool that never heals (upstream #1199, #1195): a connection that closes while
+ *    reserved (`sql.reserve()`, which every delivery batch uses: src/db/client.ts
+ *    `pipelinedTransaction`) is moved to the closed ones by the pool, but `release()` then moved
+ *    it back among the open ones, where every query the pool gave it failed or never settled
+ *    until the process restarted; and what the reservation had queued behind a statement being
+ *    described was never sent nor failed. Fixed: each reservation knows it lost its connection
+ *    when the pool cleared `reserved` (onclose does), so its queries fail with
+ *    CONNECTION_CLOSED, its queue is failed at the close, and its `release()` leaves the
+ *    connection to the pool, which connects it again when a query needs it.
+ *    A connection whose socket failed takes no more queries before its close is handled.
+ *    test/faults/pool-release.test.ts fails in three ways without it.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -20,8 +31,9 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const MARK = '(switchboard: closed-socket fix)';
+const POOL_MARK = '(switchboard: released-dead-connection fix)';
 
-const edits = [
+const connectionEdits = [
   {
     find: '  function nextWrite(fn) {\n    const x = socket.write(chunk, fn)',
     replace: `  function nextWrite(fn) {
@@ -51,17 +63,124 @@ const edits = [
   },
 ];
 
-for (const file of ['src/connection.js', 'cjs/src/connection.js', 'cf/src/connection.js']) {
-  const path = join(root, 'node_modules/postgres', file);
-  if (!existsSync(path)) continue;
-  const text = readFileSync(path, 'utf8');
-  if (text.includes(MARK)) continue;
-  if (!edits.every((e) => text.includes(e.find))) {
-    console.warn(`patch-postgres-js: ${file} is not the code this fix knows; left as it is`);
-    continue;
+const poolEdits = [
+  {
+    find: `    move(c, reserved)
+    c.reserved = () => queue.length
+      ? c.execute(queue.shift())
+      : move(c, reserved)
+    c.reserved.release = true
+
+    const sql = Sql(handler)
+    sql.release = () => {
+      c.reserved = null
+      onopen(c)
+    }
+
+    return sql
+
+    function handler(q) {
+      c.queue === full`,
+    replace: `    move(c, reserved)
+    // ${POOL_MARK} this reservation's own mark: the pool's onclose clears it
+    const mine = c.reserved = () => queue.length
+      ? c.execute(queue.shift())
+      : move(c, reserved)
+    c.reserved.release = true
+    c.onclose = e => {
+      while (queue.length)
+        queue.shift().reject(e)
+    }
+
+    const sql = Sql(handler)
+    sql.release = () => {
+      // closed while reserved: the pool has it (closed, or connected again for someone else)
+      if (c.reserved !== mine)
+        return
+      c.reserved = c.onclose = null
+      // failed, its close not yet handled: that close moves it to the closed ones
+      c.broken() || onopen(c)
+    }
+
+    return sql
+
+    function handler(q) {
+      if (c.reserved !== mine)
+        return q.reject(Errors.connection('CONNECTION_CLOSED', options))
+      c.queue === full`,
+  },
+];
+
+// the connection's half of fix 2: a socket that failed (destroyed, its 'close' still to come
+// on the next turn of the event loop) takes no more queries, which its close would otherwise
+// drop unsettled (closed() after an error settles only what was there at the error), and says
+// so to the pool, which then does not take it back from a reservation before that close
+const poolConnectionEdits = [
+  {
+    find: `  function execute(q) {
+    if (terminated)
+      return queryError(q, Errors.connection('CONNECTION_DESTROYED', options))
+`,
+    replace: `  function execute(q) {
+    if (terminated)
+      return queryError(q, Errors.connection('CONNECTION_DESTROYED', options))
+
+    // ${POOL_MARK} failed, its close not yet handled
+    if (broken())
+      return queryError(q, Errors.connection('CONNECTION_CLOSED', options))
+`,
+  },
+  {
+    find: `    terminate,
+    execute,
+    cancel,
+    end,
+    count: 0,
+    id
   }
-  writeFileSync(
-    path,
-    edits.reduce((t, e) => t.replace(e.find, e.replace), text),
-  );
+`,
+    replace: `    terminate,
+    execute,
+    cancel,
+    end,
+    broken,
+    count: 0,
+    id
+  }
+
+  function broken() {
+    return socket !== null && socket.destroyed === true
+  }
+`,
+  },
+];
+
+// each fix whole or not at all, per copy: half of fix 2 would call what the other half adds
+const fixes = [
+  { mark: MARK, edits: { 'connection.js': connectionEdits } },
+  { mark: POOL_MARK, edits: { 'connection.js': poolConnectionEdits, 'index.js': poolEdits } },
+];
+for (const copy of ['src', 'cjs/src', 'cf/src']) {
+  for (const { mark, edits } of fixes) {
+    const files = Object.entries(edits).map(([name, list]) => {
+      const path = join(root, 'node_modules/postgres', copy, name);
+      return { name, list, path, text: existsSync(path) ? readFileSync(path, 'utf8') : undefined };
+    });
+    if (files.some((f) => f.text === undefined)) continue;
+    if (files.every((f) => f.text.includes(mark))) continue;
+    const unknown = files.filter(
+      (f) => f.text.includes(mark) || !f.list.every((e) => f.text.includes(e.find)),
+    );
+    if (unknown.length > 0) {
+      const names = unknown.map((f) => `${copy}/${f.name}`).join(', ');
+      console.warn(`patch-postgres-js: ${names} is not the code this fix knows; left as it is`);
+      continue;
+    }
+    for (const f of files) {
+      writeFileSync(
+        f.path,
+        f.list.reduce((t, e) => t.replace(e.find, e.replace), f.text),
+      );
+    }
+  }
 }

@@ -25,11 +25,12 @@ import { isDatabaseUnavailable, withTimeout } from './errors.ts';
  * so that callers queued behind a lost one still get their 503 before a sender gives up on
  * them (postgres-restart.test.ts's senders wait 10 s).
  *
- * Why at all: postgres.js can lose a transaction's promise for good. A query queued on a
- * reserved connection behind one that is still being described (pipelinedTransaction's COMMIT
- * behind its last statement) is neither sent nor failed when that connection closes, so the
- * transaction never ends, the lane (concurrency 1) never runs again, and nothing ever fails
- * to tell the breaker (availability.ts) that the database is down.
+ * Why at all: a transaction whose promise never settles would stop its lane (concurrency 1)
+ * for good, and nothing would fail to tell the breaker (availability.ts) that the database is
+ * down. postgres.js 3.4.9 lost such promises when a reserved connection closed (a query
+ * queued behind one being described, as pipelinedTransaction's COMMIT behind its last
+ * statement); scripts/patch-postgres-js.mjs fixes that, and this deadline stays for what no
+ * close reports (a peer that stops answering without resetting the connection).
  *
  * A transaction that timed out may still commit later. Its callers got 503 and the provider
  * retries; the retry finds the stored callback (its dedup key) and is answered as a duplicate,
