@@ -2,7 +2,7 @@
  * Bodies over real HTTP (Node's server, not `app.request`): a callback whose length is
  * announced is read straight from Node's request, a chunked one through the Fetch API; both
  * are stored byte for byte as text, and both are refused with 413 beyond the limit, announced
- * or found while reading.
+ * or found while reading. X-Request-Id as Node sends it.
  */
 import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -66,6 +66,9 @@ describeEachEngine('request bodies over real HTTP', (ctx) => {
 
   beforeAll(async () => {
     const { app } = buildTestApp(ctx.database());
+    app.get('/boom', () => {
+      throw new Error('boom');
+    });
     await new Promise<void>((resolve) => {
       server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve());
     });
@@ -124,6 +127,29 @@ describeEachEngine('request bodies over real HTTP', (ctx) => {
       const id = await idOf(bad);
       expect(id).toMatch(/^[0-9a-f-]{36}$/);
     }
+  });
+
+  // as system.test.ts checks in-process: one X-Request-Id (a repeated header would read as
+  // "a, a"), and the one an error body names
+  it('sends X-Request-Id once, and the one its error body names', async () => {
+    const get = async (path: string, given?: string) => {
+      const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+        headers: given === undefined ? {} : { 'x-request-id': given },
+      });
+      return {
+        status: res.status,
+        id: res.headers.get('x-request-id'),
+        body: (await res.json()) as { error?: { code: string; requestId?: string } },
+      };
+    };
+    expect(await get('/healthz', 'given-1')).toMatchObject({ status: 200, id: 'given-1' });
+    const missing = await get('/v2/nothing', 'given-2');
+    expect(missing).toMatchObject({ status: 404, id: 'given-2' });
+    expect(missing.body.error?.code).toBe('ROUTE_NOT_FOUND');
+    const failed = await get('/boom');
+    expect(failed.status).toBe(500);
+    expect(failed.id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(failed.body.error?.requestId).toBe(failed.id);
   });
 
   it('answers the callback content type and token as Node parsed them', async () => {
