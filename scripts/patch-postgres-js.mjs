@@ -13,17 +13,20 @@
  *    close forgets the pending bytes, the write timer and the failed query, so the next socket
  *    starts clean. test/faults/postgres-restart.test.ts shows the crash without it.
  *
- * 2. index.js, a pool that never heals (upstream #1199, #1195): a connection that closes while
- *    reserved (`sql.reserve()`, which every delivery batch uses: src/db/client.ts
- *    `pipelinedTransaction`) is moved to the closed ones by the pool, but `release()` then moved
- *    it back among the open ones, where every query the pool gave it failed or never settled
- *    until the process restarted; and what the reservation had queued behind a statement being
- *    described was never sent nor failed. Fixed: each reservation knows it lost its connection
- *    when the pool cleared `reserved` (onclose does), so its queries fail with
- *    CONNECTION_CLOSED, its queue is failed at the close, and its `release()` leaves the
- *    connection to the pool, which connects it again when a query needs it.
- *    A connection whose socket failed takes no more queries before its close is handled.
- *    test/faults/pool-release.test.ts fails in three ways without it.
+ * 2. index.js and connection.js, a pool that never heals (upstream #1199, #1195): a
+ *    connection that closes while reserved (`sql.reserve()`, which every delivery batch uses:
+ *    src/db/client.ts `pipelinedTransaction`) is moved to the closed ones by the pool, but
+ *    `release()` then moved it back among the open ones, where every query the pool gave it
+ *    failed or never settled until the process restarted; what the reservation had queued
+ *    behind a statement being described was never sent nor failed; and a `reserve()` waiting
+ *    for a connection when one closed was taken out of the queue and dropped, so it never
+ *    settled. Fixed: each reservation knows it lost its connection when the pool cleared
+ *    `reserved` (onclose does), so its queries fail with CONNECTION_CLOSED, its queue is failed
+ *    at the close, and its `release()` leaves the connection to the pool, which connects it
+ *    again when a query needs it; a connection whose socket failed takes no more queries
+ *    before its close is handled; a waiting `reserve()` stays queued until a connection is
+ *    ready for it, and settles once. test/faults/pool-release.test.ts fails in four ways
+ *    without it.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -64,6 +67,34 @@ const connectionEdits = [
 ];
 
 const poolEdits = [
+  {
+    find: `      : await new Promise((resolve, reject) => {
+        const query = { reserve: resolve, reject }
+        queries.push(query)`,
+    replace: `      : await new Promise((resolve, reject) => {
+        // ${POOL_MARK} settled once, and then out of the queue: a connection offered after
+        // that goes back to the pool
+        let settled = false
+        const query = {
+          reserve: c => settled ? onopen(c) : (settled = true, queries.remove(query), resolve(c)),
+          reject: e => settled || (settled = true, queries.remove(query), reject(e))
+        }
+        queries.push(query)`,
+  },
+  {
+    find: `    options.onclose && options.onclose(c.id)
+    queries.length && connect(c, queries.shift())
+  }`,
+    replace: `    options.onclose && options.onclose(c.id)
+    if (queries.length) {
+      // a reservation stays queued (the connection drops one it connects for), and the
+      // connection is handed to it once ready, as for reserve()'s own connect
+      const next = queries.shift()
+      next.reserve && queries.push(next)
+      connect(c, next)
+    }
+  }`,
+  },
   {
     find: `    move(c, reserved)
     c.reserved = () => queue.length

@@ -3,8 +3,9 @@
  * killed) is given back to the pool as closed, so that the pool connects it again when a
  * query needs it; and what was queued on the reservation fails instead of waiting for ever.
  * postgres.js 3.4.9 put such a connection back among the open ones, where every query the pool
- * gave it failed (or never settled) until the process restarted, and left queries queued
- * behind a statement being described unsettled (upstream porsager/postgres#1199, #1195). The
+ * gave it failed (or never settled) until the process restarted, left queries queued behind
+ * a statement being described unsettled, and dropped a reserve() that was waiting for a
+ * connection when one closed (upstream porsager/postgres#1199, #1195). The
  * fix is in scripts/patch-postgres-js.mjs; every delivery batch runs on a reserved connection
  * (src/db/client.ts `pipelinedTransaction`).
  *
@@ -97,6 +98,26 @@ describe('a reserved connection that dies', () => {
       conn.release();
       const [row] = await withTimeout(sql`select 2 as n`, SETTLES_MS, 'the next query');
       expect(row!.n).toBe(2);
+    },
+  );
+
+  it.runIf(onPostgres)(
+    onlyIf(onPostgres, 'gives a waiting reserve() the connection made again for it', NO_POSTGRES),
+    async () => {
+      const { sql, nextClose } = pool(true);
+      const first = await sql.reserve();
+      const pid = await backendPid(first);
+      // the pool's one connection is taken: this one waits in the pool's queue
+      const second = sql.reserve();
+      const closed = nextClose();
+      await kill(pid);
+      await closed;
+      const next = await withTimeout(second, SETTLES_MS, 'the waiting reserve()');
+      expect(await backendPid(next)).not.toBe(pid);
+      first.release();
+      next.release();
+      const [row] = await withTimeout(sql`select 3 as n`, SETTLES_MS, 'the next query');
+      expect(row!.n).toBe(3);
     },
   );
 
