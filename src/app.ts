@@ -17,7 +17,7 @@ import type { StartDeps } from './calls/start.ts';
 import { loadHolidays } from './campaigns/windows.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
-import { type DatabaseAvailability, databaseDown } from './db/availability.ts';
+import { databaseDown } from './db/availability.ts';
 import type { Database, Db } from './db/client.ts';
 import type { ReadReplica } from './db/replica.ts';
 import { createEndpointStore } from './events/endpoints.ts';
@@ -27,7 +27,7 @@ import { auditRequests } from './http/audit.ts';
 import { bodyLimits } from './http/body.ts';
 import { docsRoutes } from './http/docs.ts';
 import type { AppEnv } from './http/env.ts';
-import { notFound, onError, validationHook } from './http/errors.ts';
+import { notFound, onError, validationHook, whileDatabaseUp } from './http/errors.ts';
 import { requestIds } from './http/headers.ts';
 import { idempotency } from './http/idempotency.ts';
 import { requestChecks } from './http/input.ts';
@@ -116,17 +116,6 @@ function requestLogger(logger: Logger): MiddlewareHandler<AppEnv> {
       },
       'request',
     );
-  };
-}
-
-/**
- * While the database is known down (db/availability.ts), requests that need it are refused
- * at once with a 503 through onError, instead of queueing for a connection.
- */
-function whileDatabaseUp(availability: DatabaseAvailability): MiddlewareHandler<AppEnv> {
-  return async (_c, next) => {
-    if (!availability.up) throw databaseDown();
-    await next();
   };
 }
 
@@ -287,6 +276,7 @@ export function createApp(deps: AppDeps) {
       sandbox: deps.sandbox,
       tokens,
       spoken,
+      availability: deps.database.availability,
     }),
   );
 

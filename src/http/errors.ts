@@ -6,10 +6,10 @@
  * its first error (src/http/json-syntax.ts).
  */
 import type { Hook } from '@hono/zod-openapi';
-import type { Context } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ZodError } from 'zod';
-import type { DatabaseAvailability } from '../db/availability.ts';
+import { type DatabaseAvailability, databaseDown } from '../db/availability.ts';
 import { isDatabaseUnavailable, isUnstorableText } from '../db/errors.ts';
 import { AppError, type ErrorCode, type ErrorDetail, httpStatus } from '../errors.ts';
 import { issuesToDetails } from '../zod-issues.ts';
@@ -81,6 +81,32 @@ async function malformedJson(c: Context<AppEnv>) {
 }
 
 /**
+ * While the database is known down (db/availability.ts), requests that need it are refused
+ * at once with a 503 through onError, instead of queueing for a connection.
+ */
+export function whileDatabaseUp(availability: DatabaseAvailability): MiddlewareHandler<AppEnv> {
+  return async (_c, next) => {
+    if (!availability.up) throw databaseDown();
+    await next();
+  };
+}
+
+/**
+ * What every answer to a database outage does, whatever it looks like (this envelope, the
+ * console's page): tells `availability`, so the next requests are refused at once, logs it,
+ * and says when to come back.
+ */
+export function databaseUnavailable(
+  err: Error,
+  c: Context<AppEnv>,
+  availability: DatabaseAvailability | undefined,
+): void {
+  availability?.failed(err);
+  c.get('logger')?.warn({ err: { message: err.message } }, 'database unavailable');
+  c.header('Retry-After', '1');
+}
+
+/**
  * `app.onError`: typed errors to their status, outages to 503, the rest to a bare 500. An
  * outage is told to `availability`, so the next requests are refused at once (src/app.ts).
  */
@@ -101,9 +127,7 @@ export async function onError(err: Error, c: Context<AppEnv>, availability?: Dat
     );
   }
   if (isDatabaseUnavailable(err)) {
-    availability?.failed(err);
-    log?.warn({ err: { message: err.message } }, 'database unavailable');
-    c.header('Retry-After', '1');
+    databaseUnavailable(err, c, availability);
     return errorResponse(c, 'UNAVAILABLE', 'the database is not answering; retry shortly', [], {
       requestId,
     });

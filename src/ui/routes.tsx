@@ -37,7 +37,9 @@ import type { FlowRegistry } from '../calls/registry.ts';
 import { type StartDeps, startCall } from '../calls/start.ts';
 import { type Clock, systemClock } from '../clock.ts';
 import type { Config } from '../config.ts';
+import type { DatabaseAvailability } from '../db/availability.ts';
 import type { Db } from '../db/client.ts';
+import { isDatabaseUnavailable } from '../db/errors.ts';
 import { AppError, httpStatus } from '../errors.ts';
 import {
   type CompiledFlow,
@@ -50,7 +52,7 @@ import type { TokenStore } from '../http/api-tokens.ts';
 import { tokenMatches } from '../http/auth.ts';
 import { requestOrigin, trustedProxies } from '../http/client-address.ts';
 import type { AppEnv } from '../http/env.ts';
-import { onError } from '../http/errors.ts';
+import { databaseUnavailable, onError, whileDatabaseUp } from '../http/errors.ts';
 import { isUuid } from '../ids.ts';
 import { listInbound } from '../messages/inbound.ts';
 import { getMessage, listMessages } from '../messages/read.ts';
@@ -128,6 +130,11 @@ export interface ConsoleDeps {
   tokens?: TokenStore;
   /** `say:` prompts: the flow page plays them (without it they are shown as text) */
   spoken?: SpokenPrompts;
+  /**
+   * the database's breaker (src/db/availability.ts): while it is known down, pages answer 503
+   * at once; a page that finds it down tells it, as the API does
+   */
+  availability?: DatabaseAvailability;
 }
 
 const OPEN = new Set(['/ui/login', '/ui/logout']);
@@ -282,11 +289,25 @@ export function consoleRoutes(deps: ConsoleDeps) {
       );
     }
     if (err instanceof HTTPException) return err.getResponse();
+    if (isDatabaseUnavailable(err)) {
+      databaseUnavailable(err, c as Context<AppEnv>, deps.availability);
+      return page(
+        c,
+        'Database unavailable',
+        undefined,
+        <Notice error>
+          The database is not answering. This page works again once it is back: retry shortly.
+        </Notice>,
+        { status: 503 },
+      );
+    }
     return onError(err, c as Context<AppEnv>);
   });
 
   // assets before the token check: the sign-in page is styled too, and they hold no data
   app.route('/', assetRoutes());
+  // every page after them needs the database (sign-in checks sessions there)
+  if (deps.availability) app.use('*', whileDatabaseUp(deps.availability));
   app.use(
     '*',
     consoleAuth(tokens, sessions, (path) => OPEN.has(path)),

@@ -4,11 +4,11 @@
  * The breaker here is a real one with a probe the test answers, on a database that works: a
  * 503 can only come from the breaker, never from the database failing.
  */
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../../src/app.ts';
 import { createAvailability, type DatabaseAvailability } from '../../src/db/availability.ts';
 import { buildTestApp, json, readJson } from '../support/app.ts';
-import { describeEachEngine } from '../support/db.ts';
+import { createTestDatabase, describeEachEngine } from '../support/db.ts';
 import { eventually } from '../support/server.ts';
 
 const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), {
@@ -80,6 +80,14 @@ describeEachEngine('requests while the database is down', (ctx) => {
     });
     expect(pings).toBe(pinged);
 
+    // the console says it as a page, and its own files are still served
+    const page = await app.request('/ui/messages');
+    expect(page.status).toBe(503);
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(page.headers.get('retry-after')).toBe('1');
+    expect(await page.text()).toContain('The database is not answering.');
+    expect((await app.request('/ui/assets/console.css')).status).toBe(200);
+
     expect((await app.request('/healthz')).status).toBe(200);
     expect((await app.request('/openapi.json')).status).toBe(200);
     const metrics = await app.request('/metrics');
@@ -95,6 +103,28 @@ describeEachEngine('requests while the database is down', (ctx) => {
     expect((await app.request('/v1/messages/nobody')).status).toBe(404);
     expect((await app.request('/hooks/delivery', callback())).status).toBe(200);
     expect((await app.request('/readyz')).status).toBe(200);
+    expect((await app.request('/ui/messages')).status).toBe(200);
     expect(await (await app.request('/metrics')).text()).toMatch(/^switchboard_database_up 1$/m);
+  });
+});
+
+describe('a console page that finds the database gone', () => {
+  it('answers a 503 page and tells the breaker, as the API does', async () => {
+    const test = await createTestDatabase('pglite');
+    // a probe that never answers: the breaker stays open once told
+    const availability = createAvailability(() => new Promise<void>(() => {}));
+    try {
+      const { app } = buildTestApp({ ...test.database, availability });
+      await test.database.close();
+      const page = await app.request('/ui/messages');
+      expect(page.status).toBe(503);
+      expect(page.headers.get('retry-after')).toBe('1');
+      expect(await page.text()).toContain('The database is not answering.');
+      expect(availability.up).toBe(false);
+      // and the API is refused at once from then on
+      expect((await app.request('/v1/messages/nobody')).status).toBe(503);
+    } finally {
+      availability.stop();
+    }
   });
 });
