@@ -879,13 +879,17 @@ async function main(): Promise<void> {
     );
     console.log(`server node flags: ${serverNodeArgs.join(' ') || 'none'}`);
     console.log(`server's database connection (BENCH_POOLER): ${pooler}`);
+    const measured = machine(String(pg!.v));
+    console.log(
+      `code: ${measured.commit}${measured.uncommitted.length > 0 ? ` with uncommitted changes to ${measured.uncommitted.join(', ')}` : ''}`,
+    );
     console.log('');
     const durationSeconds = round((Date.now() - started) / 1000, 0);
     const file = writeResults({
       at: new Date(),
       seconds,
       scale,
-      machine: machine(String(pg!.v)),
+      machine: measured,
       serverNodeArgs,
       pooler,
       goals: rows,

@@ -13,11 +13,20 @@ import { cpus, totalmem } from 'node:os';
 import { round } from '../context.ts';
 import { ROOT } from './children.ts';
 
-/** The machine and the code a run measured: CPUs, memory, Node, Postgres, kernel, commit. */
+/**
+ * The machine and the code a run measured: CPUs, memory, Node, Postgres, kernel, commit, and
+ * the tracked files that differ from that commit (a run of uncommitted code says so).
+ */
 export function machine(postgresVersion: string) {
   let commit = 'unknown';
+  let uncommitted: string[] = [];
   try {
-    commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT }).toString().trim();
+    const git = (...args: string[]) => execFileSync('git', args, { cwd: ROOT }).toString();
+    commit = git('rev-parse', '--short', 'HEAD').trim();
+    uncommitted = git('status', '--porcelain', '--untracked-files=no')
+      .split('\n')
+      .filter((line) => line.length > 3)
+      .map((line) => line.slice(3));
   } catch {
     // not a git checkout
   }
@@ -29,6 +38,7 @@ export function machine(postgresVersion: string) {
     postgres: postgresVersion,
     kernel: readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim(),
     commit,
+    uncommitted,
   };
 }
 
