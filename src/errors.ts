@@ -12,6 +12,17 @@
 // module loads, before anything that can fail validation runs
 import './zod-issues.ts';
 
+/**
+ * Marks an error about another system than the database (the provider, a user's endpoint):
+ * what it wraps (a refused connection, a reset, a timeout) is that system's, and never reads as
+ * the database being down. Without it, a route that let such an error through would answer
+ * 503 "database" and trip the breaker for every request.
+ *
+ * @example
+ * class ProviderError extends Error { readonly [NOT_THE_DATABASE] = true; }
+ */
+export const NOT_THE_DATABASE = Symbol.for('switchboard.notTheDatabase');
+
 /** Every error code Switchboard can answer with. Add here, then to `httpStatus`. */
 export const ERROR_CODES = [
   'VALIDATION_ERROR',

@@ -4,6 +4,8 @@
  * retry rather than believing something was stored.
  */
 
+import { NOT_THE_DATABASE } from '../errors.ts';
+
 /** The code of the error a request gets while the database is known down (db/availability.ts). */
 export const DATABASE_DOWN = 'DATABASE_DOWN';
 
@@ -23,9 +25,13 @@ const CONNECTION_CODES = new Set([
   '57P03', // cannot_connect_now
 ]);
 
-/** `err` and what it wraps (`cause`, as drizzle wraps a driver's error), at most five deep. */
+/**
+ * `err` and what it wraps (`cause`, as drizzle wraps a driver's error), at most five deep,
+ * stopping at an error about another system (NOT_THE_DATABASE, src/errors.ts).
+ */
 function* causes(err: unknown): Generator<Record<string, unknown>> {
   for (let e: unknown = err, depth = 0; e && depth < 5; depth++) {
+    if ((e as { [NOT_THE_DATABASE]?: boolean })[NOT_THE_DATABASE] === true) return;
     yield e as Record<string, unknown>;
     e = (e as { cause?: unknown }).cause;
   }

@@ -28,6 +28,7 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { Agent, fetch as undiciFetch } from 'undici';
+import { NOT_THE_DATABASE } from '../errors.ts';
 import { isSecretHeader } from './secret-headers.ts';
 
 /** One address a name resolves to. */
@@ -74,6 +75,7 @@ export interface OutboundPolicy {
 
 /** The request breaks the policy; nothing was sent and sending again will not help. */
 export class OutboundRefusedError extends Error {
+  readonly [NOT_THE_DATABASE] = true;
   constructor(readonly reason: string) {
     super(`refused by the outbound policy: ${reason}`);
     this.name = 'OutboundRefusedError';
@@ -82,6 +84,7 @@ export class OutboundRefusedError extends Error {
 
 /** The request was allowed but got no answer (name, connection, TLS or timeout; which is not said). */
 export class OutboundUnreachableError extends Error {
+  readonly [NOT_THE_DATABASE] = true;
   constructor(options?: { cause?: unknown }) {
     super('no answer: the connection failed or timed out', options);
     this.name = 'OutboundUnreachableError';

@@ -8,6 +8,7 @@
  * times. Other 4xx are final. Nothing here knows about message shapes.
  */
 
+import { NOT_THE_DATABASE } from '../errors.ts';
 import { injectTraceHeaders, inSpan, SpanKind, tracingEnabled } from '../tracing.ts';
 import {
   type LimitClass,
@@ -33,6 +34,7 @@ export type ProviderErrorKind =
  * for network errors); `body` the parsed error body when there was one.
  */
 export class ProviderError extends Error {
+  readonly [NOT_THE_DATABASE] = true;
   readonly kind: ProviderErrorKind;
   readonly status: number | undefined;
   readonly body: unknown;

@@ -6,6 +6,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createAvailability, databaseDown } from '../../src/db/availability.ts';
 import { isDatabaseUnavailable } from '../../src/db/errors.ts';
+import { OutboundUnreachableError } from '../../src/http/outbound.ts';
+import { ProviderError } from '../../src/provider/http.ts';
 
 /** A probe whose every call waits until the test settles it. */
 function fakeProbe() {
@@ -102,5 +104,18 @@ describe('database availability', () => {
 
   it('refuses with an error onError answers as an outage (503)', () => {
     expect(isDatabaseUnavailable(databaseDown())).toBe(true);
+  });
+
+  it("never reads another system's refused connection as the database down", () => {
+    // alone, or wrapped as drizzle wraps a driver's error, it may be the database's
+    expect(isDatabaseUnavailable(refused)).toBe(true);
+    expect(isDatabaseUnavailable(new Error('Failed query: select 1', { cause: refused }))).toBe(
+      true,
+    );
+    const fetchFailed = new TypeError('fetch failed', { cause: refused });
+    expect(
+      isDatabaseUnavailable(new ProviderError('network', 'fetch failed', { cause: fetchFailed })),
+    ).toBe(false);
+    expect(isDatabaseUnavailable(new OutboundUnreachableError({ cause: fetchFailed }))).toBe(false);
   });
 });

@@ -1,6 +1,7 @@
 import { beforeAll, expect, it } from 'vitest';
 import type { App } from '../../src/app.ts';
 import { openDatabase } from '../../src/db/client.ts';
+import { ProviderError } from '../../src/provider/http.ts';
 import { buildTestApp, json, phone, readJson } from '../support/app.ts';
 import { createTestDatabase, describeEachEngine } from '../support/db.ts';
 
@@ -74,6 +75,22 @@ describeEachEngine('error envelope', (ctx) => {
     app.get('/boom', () => {
       throw new Error('secret internals at /home/app/src/x.ts:12');
     });
+    // the provider refused the connection: its error, not the database's
+    app.get('/boom-provider', () => {
+      const refused = Object.assign(new Error('connect ECONNREFUSED 10.0.0.9:443'), {
+        code: 'ECONNREFUSED',
+      });
+      throw new ProviderError('network', 'POST /bat/messagelist: fetch failed', {
+        cause: new TypeError('fetch failed', { cause: refused }),
+      });
+    });
+  });
+
+  it("a provider's refused connection is a 500, never the database's 503", async () => {
+    const res = await app.request('/boom-provider');
+    expect(res.status).toBe(500);
+    expect((await readJson(res)).error.code).toBe('INTERNAL');
+    expect(ctx.database().availability.up).toBe(true);
   });
 
   it('malformed JSON', async () => {
