@@ -32,7 +32,10 @@ describe('a reserved connection that dies', () => {
   const admin = onPostgres ? postgres(url, { max: 1, onnotice: () => {} }) : undefined;
   if (admin) ends.push(() => admin.end());
 
-  /** A pool of one connection, and a promise of its next close. */
+  /**
+   * A pool of one connection, and `lose(pid)`: kills that backend and waits until the pool
+   * has seen it close.
+   */
   function pool(prepare: boolean) {
     let closed: () => void = () => {};
     const sql = postgres(url, {
@@ -42,7 +45,12 @@ describe('a reserved connection that dies', () => {
       onclose: () => closed(),
     });
     ends.push(() => sql.end({ timeout: 1 }));
-    return { sql, nextClose: () => new Promise<void>((resolve) => (closed = resolve)) };
+    const lose = async (pid: number) => {
+      const seen = new Promise<void>((resolve) => (closed = resolve));
+      await kill(pid);
+      await seen;
+    };
+    return { sql, lose };
   }
 
   const backendPid = async (on: postgres.Sql) => {
@@ -56,12 +64,10 @@ describe('a reserved connection that dies', () => {
   it.runIf(onPostgres)(
     onlyIf(onPostgres, 'goes back to the pool closed: the next queries connect again', NO_POSTGRES),
     async () => {
-      const { sql, nextClose } = pool(true);
+      const { sql, lose } = pool(true);
       const conn = await sql.reserve();
       const pid = await backendPid(conn);
-      const closed = nextClose();
-      await kill(pid);
-      await closed;
+      await lose(pid);
       await expect(withTimeout(conn`select 1`, SETTLES_MS, 'the dead reservation')).rejects.toThrow(
         /CONNECTION_CLOSED|write CONNECTION/,
       );
@@ -79,16 +85,14 @@ describe('a reserved connection that dies', () => {
     async () => {
       // unprepared with parameters (DATABASE_PREPARE=false): the statement is described
       // first, and the reservation queues what comes after it until then
-      const { sql, nextClose } = pool(false);
+      const { sql, lose } = pool(false);
       const conn = await sql.reserve();
       const pid = await backendPid(conn);
       const slow = conn`select pg_sleep(${30})`.execute();
       const behind = conn`select 1`.execute();
       slow.catch(() => {});
       behind.catch(() => {});
-      const closed = nextClose();
-      await kill(pid);
-      await closed;
+      await lose(pid);
       await expect(withTimeout(slow, SETTLES_MS, 'the running statement')).rejects.toThrow(
         /terminat|CONNECTION_CLOSED|ECONNRESET/,
       );
@@ -104,14 +108,12 @@ describe('a reserved connection that dies', () => {
   it.runIf(onPostgres)(
     onlyIf(onPostgres, 'gives a waiting reserve() the connection made again for it', NO_POSTGRES),
     async () => {
-      const { sql, nextClose } = pool(true);
+      const { sql, lose } = pool(true);
       const first = await sql.reserve();
       const pid = await backendPid(first);
       // the pool's one connection is taken: this one waits in the pool's queue
       const second = sql.reserve();
-      const closed = nextClose();
-      await kill(pid);
-      await closed;
+      await lose(pid);
       const next = await withTimeout(second, SETTLES_MS, 'the waiting reserve()');
       expect(await backendPid(next)).not.toBe(pid);
       first.release();
