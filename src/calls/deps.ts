@@ -18,6 +18,18 @@ export interface RuntimeDeps {
 export const CALL_STATES = ['queued', 'accepted', 'in-progress', 'ended', 'failed'] as const;
 export type CallState = (typeof CALL_STATES)[number];
 
+/**
+ * The states of a call not yet over: the `switchboard_calls` gauge counts these, through the
+ * partial index `calls_live_state_idx` (its predicate lists the same states; a test holds the
+ * two together). Ended and failed calls only accumulate, so counting them would read the whole
+ * table at every scrape.
+ */
+export const LIVE_CALL_STATES = [
+  'queued',
+  'accepted',
+  'in-progress',
+] as const satisfies readonly CallState[];
+
 /** What the events that reach a call from outside need besides the runtime. */
 export interface EventDeps extends RuntimeDeps {
   db: Db;

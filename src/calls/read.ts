@@ -5,14 +5,15 @@
  * const call = await getCall(db, id);
  * call.path // [{ menu: 'main', attempt: 1, key: '1', at: '...' }]
  */
-import { and, asc, count, desc, eq, gte, lt, type SQL } from 'drizzle-orm';
+import { and, asc, count, desc, eq, inArray, lt, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Db, Queryable } from '../db/client.ts';
+import { createdWithin } from '../db/created-within.ts';
 import { type CallRow, callEvents, calls, flowStats, messages } from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
 import { decodeCursor, encodeCursor } from '../messages/read.ts';
-import { CALL_STATES } from './deps.ts';
+import { CALL_STATES, LIVE_CALL_STATES } from './deps.ts';
 import { WRONG_INPUT_METRIC } from './stats.ts';
 
 export const CallPathStep = z
@@ -194,7 +195,7 @@ export async function listCalls(db: Queryable, filter: CallFilter) {
   if (filter.to) where.push(eq(calls.to, filter.to));
   if (filter.state) where.push(eq(calls.state, filter.state));
   if (filter.outcome) where.push(eq(calls.outcome, filter.outcome));
-  if (filter.since) where.push(gte(calls.createdAt, filter.since));
+  where.push(...createdWithin(calls, filter.since, undefined));
   if (filter.cursor) where.push(lt(calls.id, decodeCursor(filter.cursor)));
   const rows = await db
     .select()
@@ -312,8 +313,17 @@ export async function flowStatsOf(
   return foldFlowStats(flowId, rows);
 }
 
-/** How many calls are in each state (the calls gauge of /metrics). */
+/**
+ * How many calls are in each state not over yet (the calls gauge of /metrics), every one of
+ * LIVE_CALL_STATES with its count, 0 included. Read through the partial index of those states,
+ * so a scrape costs the calls in flight, not every call ever made.
+ */
 export async function callsByState(db: Queryable): Promise<{ state: string; count: number }[]> {
-  const rows = await db.select({ state: calls.state, n: count() }).from(calls).groupBy(calls.state);
-  return rows.map((r) => ({ state: r.state, count: Number(r.n) }));
+  const rows = await db
+    .select({ state: calls.state, n: count() })
+    .from(calls)
+    .where(inArray(calls.state, [...LIVE_CALL_STATES]))
+    .groupBy(calls.state);
+  const n = new Map(rows.map((r) => [r.state, Number(r.n)]));
+  return LIVE_CALL_STATES.map((state) => ({ state, count: n.get(state) ?? 0 }));
 }

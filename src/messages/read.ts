@@ -6,8 +6,9 @@
  * @example
  * const view = await getMessage(db, 'order-42-sms'); // by id, customerMessageId or messageId
  */
-import { and, asc, desc, eq, gte, lt, lte, or, type SQL, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, lt, or, type SQL, sql } from 'drizzle-orm';
 import type { Db, Queryable } from '../db/client.ts';
+import { createdWithin } from '../db/created-within.ts';
 import { isUndefinedTable } from '../db/errors.ts';
 import { forgetPartitions, partitionOf } from '../db/partition-map.ts';
 import { type MessageRow, messageEvents, messages } from '../db/schema/index.ts';
@@ -302,8 +303,7 @@ export async function listMessages(db: Queryable, filter: MessageFilter): Promis
   if (filter.status) where.push(eq(messages.status, filter.status));
   if (filter.type) where.push(eq(messages.type, filter.type));
   if (filter.callId) where.push(eq(messages.callId, filter.callId));
-  if (filter.since) where.push(gte(messages.createdAt, filter.since));
-  if (filter.until) where.push(lte(messages.createdAt, filter.until));
+  where.push(...createdWithin(messages, filter.since, filter.until));
   if (filter.cursor) where.push(lt(messages.id, decodeCursor(filter.cursor)));
   const rows = await db
     .select()

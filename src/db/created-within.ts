@@ -1,0 +1,32 @@
+/**
+ * A list's time filter as a range of its primary key. Messages and calls take a UUIDv7 id
+ * made from the same clock reading as their `created_at` (src/messages/submit.ts,
+ * src/calls/start-prepare.ts), so the rows made from `since` to `until` are the ids from
+ * `uuidv7Floor(since)` to below `uuidv7Floor(until + 1 ms)`. Filtered on `created_at` alone,
+ * a page walked the primary key from the newest row and read every row outside the span
+ * until it had found a page, or to the table's end when the span held less than a page (at a
+ * million messages 0.3-1.2 s, and it grows with the table); the id range makes Postgres read
+ * only the span. The `created_at` conditions stay: the range narrows the read, they decide.
+ *
+ * @example
+ * db.select().from(messages).where(and(...createdWithin(messages, since, until)))
+ */
+import { gte, lt, lte, type SQL } from 'drizzle-orm';
+import type { PgColumn } from 'drizzle-orm/pg-core';
+import { uuidv7Floor } from '../ids.ts';
+
+export function createdWithin(
+  table: { id: PgColumn; createdAt: PgColumn },
+  since: Date | undefined,
+  until: Date | undefined,
+): SQL[] {
+  const where: SQL[] = [];
+  if (since) where.push(gte(table.createdAt, since), gte(table.id, uuidv7Floor(since)));
+  if (until) {
+    where.push(
+      lte(table.createdAt, until),
+      lt(table.id, uuidv7Floor(new Date(until.getTime() + 1))),
+    );
+  }
+  return where;
+}

@@ -1,0 +1,213 @@
+/**
+ * Lists and gauges read what they answer, not the whole table, on PGlite and on Postgres.
+ *
+ * - A list's time filter (`GET /v1/messages?since=&until=`, `GET /v1/calls?since=`) is a range
+ *   of the primary key (src/db/created-within.ts): held to the plain filter on `created_at`
+ *   at every boundary, through the real submit path, and counted in the rows Postgres reads
+ *   (`pg_stat_xact_user_tables`): before, a page walked the table past its span, to the
+ *   table's end when the span held less than a page.
+ * - The `switchboard_calls` gauge counts the live states through `calls_live_state_idx`
+ *   (src/calls/read.ts callsByState): its predicate lists LIVE_CALL_STATES, and the count is
+ *   answered from that index.
+ */
+import { sql } from 'drizzle-orm';
+import { expect, it } from 'vitest';
+import { CALL_STATES, LIVE_CALL_STATES } from '../../src/calls/deps.ts';
+import { callsByState, listCalls } from '../../src/calls/read.ts';
+import { type Db, rowsOf, type Tx } from '../../src/db/client.ts';
+import { listMessages } from '../../src/messages/read.ts';
+import { submitMessages } from '../../src/messages/submit.ts';
+import { describeEachEngine } from '../support/db.ts';
+
+const MINUTE = 60_000;
+// a fixed start well in the past, whole minutes
+const T0 = Date.UTC(2026, 0, 5, 9, 0, 0);
+const ROWS = 3000;
+
+/** `n` rows of `table` made one a minute from T0, each id the UUIDv7 of its created_at. */
+async function seed(db: Db, table: 'messages' | 'calls', n: number) {
+  const ms = `(${T0}::bigint + (i - 1) * ${MINUTE})`;
+  // 12 hex digits of milliseconds, version 7, variant 8, the rest from the row number
+  const id = sql.raw(`(lpad(to_hex(${ms}), 12, '0') || '7' ||
+    substr(md5(i::text), 1, 3) || '8' || substr(md5(i::text), 4, 15))::uuid`);
+  const at = sql.raw(`(timestamptz 'epoch' + ${ms} * interval '1 millisecond')`);
+  if (table === 'messages') {
+    await db.execute(sql`
+      insert into messages (id, customer_message_id, type, "from", "to", payload, status,
+                            created_at, updated_at)
+      select ${id}, 'seed-' || i, 'sms', 'Shop', '380501234567', '{}'::jsonb, 'delivered',
+             ${at}, ${at}
+      from generate_series(1, ${n}::int) i`);
+  } else {
+    await db.execute(sql`
+      insert into calls (id, flow_id, flow_version, "to", "from", lang, vars, state, snapshot,
+                         message_id, created_at, updated_at)
+      select ${id}, 'seeded', 'v1', '380501234567', 'Shop', 'en', '{}'::jsonb, 'ended',
+             '{}'::jsonb, gen_random_uuid(), ${at}, ${at}
+      from generate_series(1, ${n}::int) i`);
+  }
+  await db.execute(sql.raw(`analyze ${table}`));
+}
+
+/** Rows of `table` this transaction has read so far, by index and by sequential scan. */
+async function rowsRead(tx: Tx, table: string): Promise<number> {
+  const [row] = rowsOf<{ n: string | number }>(
+    await tx.execute(sql`
+      select coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) as n
+      from pg_stat_xact_user_tables where relname = ${table}`),
+  );
+  return Number(row?.n ?? 0);
+}
+
+/** What `read` answers and how many rows of `table` it read, in a transaction of its own. */
+async function counted<T>(db: Db, table: string, read: (tx: Tx) => Promise<T>) {
+  let result: T | undefined;
+  let read_ = 0;
+  await db.transaction(async (tx) => {
+    const before = await rowsRead(tx, table);
+    result = await read(tx);
+    read_ = (await rowsRead(tx, table)) - before;
+  });
+  return { result: result as T, read: read_ };
+}
+
+const minute = (k: number) => new Date(T0 + k * MINUTE);
+
+describeEachEngine('lists and gauges as the tables grow', (ctx) => {
+  const db = (): Db => ctx.database().db;
+
+  it('lists messages by time as the plain created_at filter does, at every boundary', async () => {
+    // through the real submit path: the ids and created_at it makes, a millisecond apart
+    const made: { id: string; at: number }[] = [];
+    for (let k = 0; k < 6; k++) {
+      const at = T0 - 3_600_000 + k; // before the seeded rows, none of which meet these spans
+      const answer = await submitMessages({ db: db(), clock: { now: () => new Date(at) } }, [
+        {
+          type: 'sms',
+          from: 'Shop',
+          to: '+380501234567',
+          text: `m${k}`,
+          customerMessageId: `edge-${k}`,
+        },
+      ]);
+      expect(answer.accepted, JSON.stringify(answer.results)).toBe(1);
+      made.push({ id: answer.created[0]!, at });
+    }
+    const plain = (since?: number, until?: number) =>
+      made
+        .filter(
+          (m) => (since === undefined || m.at >= since) && (until === undefined || m.at <= until),
+        )
+        .map((m) => m.id)
+        .reverse();
+    const listed = async (since?: number, until?: number) =>
+      (
+        await listMessages(db(), {
+          ...(since !== undefined && { since: new Date(since) }),
+          ...(until !== undefined && { until: new Date(until) }),
+          limit: 200,
+        })
+      ).items
+        .map((i) => i.id)
+        .filter((id) => made.some((m) => m.id === id));
+    const first = made[0]!.at;
+    for (const [since, until] of [
+      [first + 2, undefined],
+      [undefined, first + 3],
+      [first + 1, first + 4],
+      [first + 2, first + 2],
+      [first + 3, first + 2],
+      [first - 1, first + 99],
+    ] as [number | undefined, number | undefined][]) {
+      expect(await listed(since, until), `since ${since}, until ${until}`).toEqual(
+        plain(since, until),
+      );
+    }
+  });
+
+  it('reads only the span of a time filter, however many messages there are', async () => {
+    await seed(db(), 'messages', ROWS);
+    // the last 10 minutes: less than a page, so the old filter read to the table's end
+    const since = await counted(db(), 'messages', (tx) =>
+      listMessages(tx, { since: minute(ROWS - 10), limit: 50 }),
+    );
+    expect(since.result.items).toHaveLength(10);
+    expect(since.read).toBeLessThanOrEqual(60);
+    // the first 10 minutes: the old filter read every newer message first
+    const until = await counted(db(), 'messages', (tx) =>
+      listMessages(tx, { until: minute(9), limit: 50 }),
+    );
+    expect(until.result.items.filter((i) => i.customerMessageId.startsWith('seed-'))).toHaveLength(
+      10,
+    );
+    expect(until.read).toBeLessThanOrEqual(60);
+    // a page inside both bounds, and the next one from its cursor
+    const page = await listMessages(db(), { since: minute(100), until: minute(199), limit: 60 });
+    expect(page.items).toHaveLength(60);
+    const next = await listMessages(db(), {
+      since: minute(100),
+      until: minute(199),
+      limit: 60,
+      cursor: page.nextCursor!,
+    });
+    expect(next.items).toHaveLength(40);
+    expect(next.nextCursor).toBeNull();
+    expect(new Set([...page.items, ...next.items].map((i) => i.customerMessageId))).toEqual(
+      new Set(Array.from({ length: 100 }, (_, k) => `seed-${101 + k}`)),
+    );
+  });
+
+  it('reads only the span of a calls list since a time', async () => {
+    await seed(db(), 'calls', ROWS);
+    const since = await counted(db(), 'calls', (tx) =>
+      listCalls(tx, { since: minute(ROWS - 10), limit: 50 }),
+    );
+    expect(since.result.items).toHaveLength(10);
+    expect(since.read).toBeLessThanOrEqual(60);
+  });
+
+  it('counts the live calls by state from their index, every live state named', async () => {
+    const [pred] = rowsOf<{ pred: string }>(
+      await db().execute(sql`
+        select pg_get_expr(indpred, indrelid) as pred from pg_index
+        where indexrelid = 'calls_live_state_idx'::regclass`),
+    );
+    expect([...pred!.pred.matchAll(/'([^']*)'/g)].map((m) => m[1])).toEqual([...LIVE_CALL_STATES]);
+
+    // a few calls of every state beside the thousands ended above
+    const want = new Map<string, number>([
+      ['queued', 2],
+      ['accepted', 0],
+      ['in-progress', 3],
+      ['ended', 4],
+      ['failed', 1],
+    ]);
+    expect([...want.keys()].sort()).toEqual([...CALL_STATES].sort());
+    for (const [state, n] of want) {
+      if (n === 0) continue;
+      await db().execute(sql`
+        insert into calls (id, flow_id, flow_version, "to", "from", lang, vars, state, snapshot,
+                           message_id)
+        select gen_random_uuid(), 'gauge', 'v1', '380501234567', 'Shop', 'en', '{}'::jsonb,
+               ${state}, '{}'::jsonb, gen_random_uuid()
+        from generate_series(1, ${n}::int)`);
+    }
+    await db().execute(sql`analyze calls`);
+    const gauge = await counted(db(), 'calls', async (tx) => {
+      // with sequential scans off, the planner takes the index only if the query's states
+      // are within its predicate
+      await tx.execute(sql`set local enable_seqscan = off`);
+      const rows = await callsByState(tx);
+      const [used] = rowsOf<{ n: string | number }>(
+        await tx.execute(sql`
+          select pg_stat_get_xact_numscans('calls_live_state_idx'::regclass) as n`),
+      );
+      return { rows, used: Number(used?.n ?? 0) };
+    });
+    expect(gauge.result.rows).toEqual(
+      LIVE_CALL_STATES.map((state) => ({ state, count: want.get(state)! })),
+    );
+    expect(gauge.result.used).toBeGreaterThan(0);
+    expect(gauge.read).toBeLessThanOrEqual(5);
+  });
+});
