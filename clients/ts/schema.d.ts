@@ -2659,7 +2659,7 @@ export interface components {
       /** @description the changed flow's YAML, as its file would hold it */
       source: string;
       /**
-       * @description replay the calls started since then: a time back from now (30m, 12h, 7d, 2w) or an ISO 8601 time
+       * @description replay the calls started since then: a time back from now (30m, 12h, 7d, 2w) or an ISO 8601 time, in years 0001 to 9999
        * @example 7d
        */
       since: string;

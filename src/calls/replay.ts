@@ -43,6 +43,7 @@ import {
   validateVars,
 } from '../flows/index.ts';
 import { uuidv7Floor } from '../ids.ts';
+import { isStorableInstant } from '../instants.ts';
 
 /** Why a call was not replayed. */
 export const REPLAY_SKIP_REASONS = [
@@ -158,7 +159,8 @@ export function replayTime(value: string, now: Date): Date | null {
     // the flow language's durations (parseDuration), and weeks: 2w is 14d
     const [, n, unit] = ago;
     const ms = unit === 'w' ? 7 * parseDuration(`${n}d`) : parseDuration(`${n}${unit}`);
-    return new Date(now.getTime() - ms);
+    const at = now.getTime() - ms;
+    return isStorableInstant(at) ? new Date(at) : null;
   }
   if (
     !/^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/.test(
@@ -167,11 +169,12 @@ export function replayTime(value: string, now: Date): Date | null {
   )
     return null;
   const at = new Date(value.trim());
-  return Number.isNaN(at.getTime()) ? null : at;
+  return isStorableInstant(at.getTime()) ? at : null;
 }
 
 /** What `since` and `until` may be, in words. */
-export const REPLAY_TIME_RULE = 'a time back from now (30m, 12h, 7d, 2w) or an ISO 8601 time';
+export const REPLAY_TIME_RULE =
+  'a time back from now (30m, 12h, 7d, 2w) or an ISO 8601 time, in years 0001 to 9999';
 
 /**
  * The draft compiled as `flows/<id>.yaml`, or INVALID_FLOW with each error at file:line. Its

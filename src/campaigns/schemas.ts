@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { CampaignRetryPolicy } from '../flows/schema.ts';
 import { ErrorDetailView } from '../messages/views.ts';
+import { IsoDateTime } from '../provider/message.ts';
 import { CallingWindowSchema } from './windows.ts';
 
 export const CAMPAIGN_STATES = ['scheduled', 'running', 'paused', 'done', 'cancelled'] as const;
@@ -67,7 +68,7 @@ export const CreateCampaignRequest = z
       description:
         '`[{ to, vars?, lang? }]`; a bad row is reported by its index and field, and the good rows still go. For more rows, upload CSV.',
     }),
-    startAt: z.iso.datetime({ offset: true }).optional().meta({ description: 'default: now' }),
+    startAt: IsoDateTime.optional().meta({ description: 'default: now' }),
     perMinute: z.number().int().min(1).max(100_000).optional().meta({
       description: 'Calls started (or messages sent) per minute at most (default 60).',
     }),

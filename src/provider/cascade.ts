@@ -37,6 +37,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { AppError, type DetailCode, type ErrorDetail, formatPath } from '../errors.ts';
+import { INSTANT_RULE, isStorableInstant } from '../instants.ts';
 import { type ClientOptions, clientTransport } from './client.ts';
 import { ProviderError } from './http.ts';
 import { addRule, issuesToDetails } from './issues.ts';
@@ -102,6 +103,8 @@ function dateTimeField(field: string) {
         'INVALID_DATETIME',
         `${field} must be an ISO 8601 date and time with a zone, such as 2025-01-25T10:00:00Z`,
       );
+    } else if (!isStorableInstant(Date.parse(v))) {
+      addRule(ctx, [], 'INVALID_DATETIME', `${field} ${v} is not ${INSTANT_RULE}`);
     }
   });
 }

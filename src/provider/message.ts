@@ -22,6 +22,7 @@
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import { z } from 'zod';
 import type { DetailCode, ErrorCode, ErrorDetail } from '../errors.ts';
+import { INSTANT_RULE, isStorableInstant } from '../instants.ts';
 import { addRule, issuesToDetails } from './issues.ts';
 import { HttpUrl, speechMenu } from './menu.ts';
 import { DEFAULT_MAX_SMS_PARTS, type SmsEncoding, smsSegments } from './sms.ts';
@@ -208,11 +209,21 @@ function requiredMessage(what: string) {
   };
 }
 
-/** ISO 8601 date-time with a zone, e.g. `2025-01-31T09:00:00Z` or `...+02:00`. */
-export const IsoDateTime = z.iso.datetime({
-  offset: true,
-  error: 'must be an ISO 8601 date-time with a zone, e.g. 2025-01-31T09:00:00Z',
-});
+/**
+ * ISO 8601 date-time with a zone, e.g. `2025-01-31T09:00:00Z` or `...+02:00`, in years 0001 to
+ * 9999 in UTC (src/instants.ts): every time a request gives, the API's filters included.
+ */
+export const IsoDateTime = z.iso
+  .datetime({
+    offset: true,
+    error: 'must be an ISO 8601 date-time with a zone, e.g. 2025-01-31T09:00:00Z',
+  })
+  .superRefine((v, ctx) => {
+    const ms = Date.parse(v);
+    // a string that is no date-time at all has its issue from the format already
+    if (Number.isNaN(ms) || isStorableInstant(ms)) return;
+    addRule(ctx, [], 'INVALID_DATETIME', `${v} is not ${INSTANT_RULE}`);
+  });
 
 const isoLanguages = new Intl.DisplayNames(['en'], { type: 'language', fallback: 'none' });
 

@@ -125,6 +125,26 @@ describeEachEngine('lists and gauges as the tables grow', (ctx) => {
     }
   });
 
+  it('takes the widest times the API accepts, years 0001 to 9999', async () => {
+    const all = await listMessages(db(), { limit: 200 });
+    const widest = await listMessages(db(), {
+      since: new Date('0001-01-01T00:00:00Z'),
+      until: new Date('9999-12-31T23:59:59.999Z'),
+      limit: 200,
+    });
+    expect(widest.items.length).toBeGreaterThan(0);
+    expect(widest).toEqual(all);
+    expect((await listMessages(db(), { until: new Date('0001-01-01T00:00:00Z') })).items).toEqual(
+      [],
+    );
+    expect(
+      (await listMessages(db(), { since: new Date('9999-12-31T23:59:59.999Z') })).items,
+    ).toEqual([]);
+    expect((await listCalls(db(), { since: new Date('0001-01-01T00:00:00Z') })).items).toEqual(
+      (await listCalls(db(), {})).items,
+    );
+  });
+
   it('reads only the span of a time filter, however many messages there are', async () => {
     await seed(db(), 'messages', ROWS);
     // the last 10 minutes: less than a page, so the old filter read to the table's end

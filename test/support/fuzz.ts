@@ -163,7 +163,17 @@ export const query = fc
     ),
     fc.oneof(
       fc.string({ maxLength: 30 }),
-      fc.constantFrom('-1', '0', '1e9', '999999999999', 'NaN', '2026-01-01', 'not-a-date'),
+      fc.constantFrom(
+        '-1',
+        '0',
+        '1e9',
+        '999999999999',
+        'NaN',
+        '2026-01-01',
+        'not-a-date',
+        '0000-06-01T00:00:00Z',
+        '9999-12-31T23:00:00-05:00',
+      ),
     ),
     { maxKeys: 4 },
   )

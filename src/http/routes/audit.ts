@@ -2,6 +2,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import type { Db } from '../../db/client.ts';
 import { ErrorBody } from '../../messages/views.ts';
+import { IsoDateTime } from '../../provider/message.ts';
 import { NameOfToken } from '../api-tokens.ts';
 import { AuditPage, listAudit } from '../audit.ts';
 import { newRouter } from '../router.ts';
@@ -18,14 +19,8 @@ const list = createRoute({
   security: needs('admin'),
   request: {
     query: z.object({
-      since: z.iso
-        .datetime({ offset: true })
-        .optional()
-        .meta({ description: 'at or after (ISO 8601)' }),
-      until: z.iso
-        .datetime({ offset: true })
-        .optional()
-        .meta({ description: 'at or before (ISO 8601)' }),
+      since: IsoDateTime.optional().meta({ description: 'at or after (ISO 8601)' }),
+      until: IsoDateTime.optional().meta({ description: 'at or before (ISO 8601)' }),
       token: NameOfToken.optional().meta({
         description: "a token's name (API_TOKEN, open, or a made token's)",
         example: 'API_TOKEN',

@@ -13,6 +13,7 @@ import {
 } from '../../calls/start.ts';
 import type { Db } from '../../db/client.ts';
 import type { ErrorCode } from '../../errors.ts';
+import { IsoDateTime } from '../../provider/message.ts';
 import { auditItems } from '../audit.ts';
 import { errorBody, errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
@@ -126,7 +127,7 @@ const list = createRoute({
       to: z.string().optional().meta({ example: '+380501234567' }),
       state: z.enum(CALL_STATES).optional(),
       outcome: z.string().optional().meta({ example: 'confirmed' }),
-      since: z.iso.datetime({ offset: true }).optional(),
+      since: IsoDateTime.optional(),
       limit: z.coerce.number().int().min(1).max(500).optional(),
       cursor: z.string().optional(),
     }),

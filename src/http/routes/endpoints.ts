@@ -28,6 +28,7 @@ import {
   UpdateEndpoint,
 } from '../../events/endpoints.ts';
 import { ReplayedEvent, ReplayedFailures, replayEvent, replayFailed } from '../../events/replay.ts';
+import { IsoDateTime } from '../../provider/message.ts';
 import { auditItems } from '../audit.ts';
 import { errorBody, errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
@@ -263,9 +264,7 @@ const replayMany = createRoute({
         'application/json': {
           schema: z
             .strictObject({
-              since: z.iso
-                .datetime({ offset: true })
-                .meta({ description: 'events at or after this (ISO 8601)' }),
+              since: IsoDateTime.meta({ description: 'events at or after this (ISO 8601)' }),
             })
             .meta({ id: 'ReplayFailedDeliveries', example: { since: '2026-03-01T00:00:00Z' } }),
         },

@@ -3,6 +3,7 @@ import { createRoute, z } from '@hono/zod-openapi';
 import type { Db } from '../../db/client.ts';
 import { listInbound } from '../../messages/inbound.ts';
 import { ErrorBody } from '../../messages/views.ts';
+import { IsoDateTime } from '../../provider/message.ts';
 import { newRouter } from '../router.ts';
 import { needs } from '../scopes.ts';
 
@@ -33,7 +34,7 @@ const list = createRoute({
   request: {
     query: z.object({
       from: z.string().optional().meta({ example: '+380501234567' }),
-      since: z.iso.datetime({ offset: true }).optional(),
+      since: IsoDateTime.optional(),
       limit: z.coerce.number().int().min(1).max(500).optional(),
       cursor: z.string().optional(),
     }),

@@ -11,6 +11,7 @@ import { getMessage, listMessages } from '../../messages/read.ts';
 import { MessageStatus } from '../../messages/status.ts';
 import { MAX_MESSAGES_PER_REQUEST, submitMessages } from '../../messages/submit.ts';
 import { ErrorBody, MessageList, MessageView, SubmitResponse } from '../../messages/views.ts';
+import { IsoDateTime } from '../../provider/message.ts';
 import { auditItems } from '../audit.ts';
 import { newRouter } from '../router.ts';
 import { needs } from '../scopes.ts';
@@ -114,14 +115,8 @@ const ListQuery = z.object({
   status: MessageStatus.optional(),
   type: z.string().optional().meta({ example: 'sms' }),
   callId: z.uuid().optional(),
-  since: z.iso
-    .datetime({ offset: true })
-    .optional()
-    .meta({ description: 'created at or after (ISO 8601)' }),
-  until: z.iso
-    .datetime({ offset: true })
-    .optional()
-    .meta({ description: 'created at or before (ISO 8601)' }),
+  since: IsoDateTime.optional().meta({ description: 'created at or after (ISO 8601)' }),
+  until: IsoDateTime.optional().meta({ description: 'created at or before (ISO 8601)' }),
   limit: z.coerce.number().int().min(1).max(500).optional().meta({ example: 50 }),
   cursor: z.string().optional().meta({ description: 'nextCursor of the previous page' }),
 });

@@ -1,0 +1,21 @@
+/**
+ * The instants Switchboard takes from a request: years 0001 to 9999, in UTC. Postgres's
+ * timestamptz reads what `Date.toISOString` writes only within them (year 0000 is not one of
+ * its years, and a year past 9999 comes out as "+010000"), so a time outside, such as
+ * `0000-06-01T00:00:00Z` or `9999-12-31T23:00:00-05:00` (10000 in UTC), failed its statement:
+ * a 500 for bad input. Every schema and parser of a time checks it here.
+ *
+ * @example
+ * isStorableInstant(Date.parse('9999-12-31T23:00:00-05:00')); // false
+ */
+export const EARLIEST_INSTANT = '0001-01-01T00:00:00.000Z';
+export const LATEST_INSTANT = '9999-12-31T23:59:59.999Z';
+const EARLIEST_MS = Date.parse(EARLIEST_INSTANT);
+const LATEST_MS = Date.parse(LATEST_INSTANT);
+
+/** What the rule says, for error messages. */
+export const INSTANT_RULE = `between ${EARLIEST_INSTANT} and ${LATEST_INSTANT} (UTC)`;
+
+export function isStorableInstant(ms: number): boolean {
+  return ms >= EARLIEST_MS && ms <= LATEST_MS;
+}
