@@ -13,6 +13,7 @@ import { and, desc, eq, inArray, lt, or } from 'drizzle-orm';
 import type { Queryable } from '../db/client.ts';
 import { optOuts } from '../db/schema/index.ts';
 import { AppError, type ErrorDetail } from '../errors.ts';
+import { isStorableInstant } from '../instants.ts';
 
 export type OptOutSource = 'api' | 'inbound' | 'flow';
 
@@ -85,7 +86,8 @@ function encodeCursor(r: { createdAt: Date; phone: string }): string {
 function decodeCursor(cursor: string): { at: Date; phone: string } {
   const [at, phone, ...rest] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
   const when = at ? new Date(at) : undefined;
-  if (!when || Number.isNaN(when.getTime()) || !phone || rest.length > 0) {
+  // a time Postgres cannot read back (src/instants.ts) is no cursor of ours either
+  if (!when || !isStorableInstant(when.getTime()) || !phone || rest.length > 0) {
     throw new AppError('VALIDATION_ERROR', 'cursor is not one this API returned', [
       { path: 'cursor', code: 'INVALID_CURSOR', message: 'pass nextCursor from a previous page' },
     ]);

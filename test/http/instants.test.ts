@@ -25,13 +25,13 @@ describeEachEngine('times outside years 0001 to 9999', (ctx) => {
     app = buildTestApp(ctx.database()).app;
   });
 
-  /** A 400 whose details name `field` with INVALID_DATETIME. */
-  async function refused(res: Response, field: string) {
+  /** A 400 whose details name `field` with `code`. */
+  async function refused(res: Response, field: string, code = 'INVALID_DATETIME') {
     const body = await readJson(res);
     expect(res.status, JSON.stringify(body)).toBe(400);
     expect(body.error.code).toBe('VALIDATION_ERROR');
     const detail = (body.error.details as Detail[]).find((d) => d.path === field);
-    expect(detail, JSON.stringify(body.error.details)).toMatchObject({ code: 'INVALID_DATETIME' });
+    expect(detail, JSON.stringify(body.error.details)).toMatchObject({ code });
   }
 
   it('refuses them in the lists, naming the filter, and takes the edges', async () => {
@@ -81,6 +81,13 @@ describeEachEngine('times outside years 0001 to 9999', (ctx) => {
         expect.objectContaining({ path: 'messages[0].dtExpire', code: 'INVALID_DATETIME' }),
       );
       expect(body.messages[1]).toMatchObject({ customerMessageId: ok, status: 'queued' });
+    }
+  });
+
+  it('refuses an opt-out cursor that names a time outside them', async () => {
+    for (const at of ['0000-06-01T00:00:00.000Z', '+010000-01-01T00:00:00.000Z']) {
+      const cursor = Buffer.from(`${at}|+380501234567`, 'utf8').toString('base64url');
+      await refused(await app.request(`/v1/opt-outs?cursor=${cursor}`), 'cursor', 'INVALID_CURSOR');
     }
   });
 
