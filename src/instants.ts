@@ -19,3 +19,14 @@ export const INSTANT_RULE = `between ${EARLIEST_INSTANT} and ${LATEST_INSTANT} (
 export function isStorableInstant(ms: number): boolean {
   return ms >= EARLIEST_MS && ms <= LATEST_MS;
 }
+
+/**
+ * A deadline computed from what a request gave (a send time plus a TTL), kept within the span:
+ * a life that would end past year 9999 ends at its last instant, which is as good as never.
+ *
+ * @example
+ * new Date(latestAtMost(Date.parse('9999-12-31T23:59:59Z') + 86_400_000)).toISOString(); // LATEST_INSTANT
+ */
+export function latestAtMost(ms: number): number {
+  return Number.isNaN(ms) ? ms : Math.min(ms, LATEST_MS);
+}

@@ -18,6 +18,7 @@ import { QUEUED_RETURNING, queuedSource } from '../events/sources.ts';
 import { subscriptionsOf } from '../events/subscriptions.ts';
 import { itemInputProblem } from '../http/input.ts';
 import { uuidv7 } from '../ids.ts';
+import { latestAtMost } from '../instants.ts';
 import { optedOutAmong, optedOutRejection } from '../opt-outs/store.ts';
 import {
   DEFAULT_LIFETIME_SECONDS,
@@ -119,7 +120,9 @@ export function checkMessageInput(input: unknown, opts: SubmitOptions, now: Date
           ? m.id
           : undefined,
       parts: null,
-      expiresAt: new Date(Math.max(start, now.getTime()) + (m.ttl ?? lifetime) * 1000),
+      expiresAt: new Date(
+        latestAtMost(Math.max(start, now.getTime()) + (m.ttl ?? lifetime) * 1000),
+      ),
       payload: (customerMessageId) => ({ ...m, id: customerMessageId }),
     };
   }

@@ -22,7 +22,7 @@
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import { z } from 'zod';
 import type { DetailCode, ErrorCode, ErrorDetail } from '../errors.ts';
-import { INSTANT_RULE, isStorableInstant } from '../instants.ts';
+import { INSTANT_RULE, isStorableInstant, latestAtMost } from '../instants.ts';
 import { addRule, issuesToDetails } from './issues.ts';
 import { HttpUrl, speechMenu } from './menu.ts';
 import { DEFAULT_MAX_SMS_PARTS, type SmsEncoding, smsSegments } from './sms.ts';
@@ -75,7 +75,7 @@ export function deadlineOf(m: Message, sentAt: Date, lifetimeSeconds: number): D
   };
   let at = end(m, sentAt.getTime());
   for (const f of m.fallbacks ?? []) at = end(f, at);
-  return new Date(at);
+  return new Date(latestAtMost(at));
 }
 
 /** Most messages in one messagelist request: the provider's limit of 5000. */

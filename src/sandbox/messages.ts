@@ -30,6 +30,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { ErrorDetail } from '../errors.ts';
 import { type AudioChecker, type AudioCheckResult, checkAudioRefs } from '../flows/audio-check.ts';
+import { latestAtMost } from '../instants.ts';
 import {
   DEFAULT_TTL_SECONDS,
   type Fallback,
@@ -613,7 +614,8 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
   function deadlineOf(message: AnyMessage, dispatchAt: number): number {
     if (message.dtExpire !== undefined) return Date.parse(message.dtExpire);
     const ttl = message.ttl ?? DEFAULT_TTL_SECONDS[message.type] ?? FALLBACK_TTL_SECONDS;
-    return dispatchAt + ttl * 1000;
+    // a TTL that would run past year 9999 (no Date to write) runs to its end
+    return latestAtMost(dispatchAt + ttl * 1000);
   }
 
   /** Creates the record, takes its script, and schedules its dispatch. */

@@ -5,8 +5,10 @@
  * filters, a message's dtExpire, a campaign's start, the replays' `since`. Now each is a 4xx
  * naming its field with INVALID_DATETIME, and the edges of the span are taken.
  */
+import { sql } from 'drizzle-orm';
 import { beforeAll, expect, it } from 'vitest';
 import type { App } from '../../src/app.ts';
+import { rowsOf } from '../../src/db/client.ts';
 import { EARLIEST_INSTANT, LATEST_INSTANT } from '../../src/instants.ts';
 import { buildTestApp, json, phone, readJson, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
@@ -81,6 +83,35 @@ describeEachEngine('times outside years 0001 to 9999', (ctx) => {
         expect.objectContaining({ path: 'messages[0].dtExpire', code: 'INVALID_DATETIME' }),
       );
       expect(body.messages[1]).toMatchObject({ customerMessageId: ok, status: 'queued' });
+    }
+  });
+
+  it('keeps a life that would end past year 9999 at its last instant, not a 500', async () => {
+    const to = phone();
+    const far = [
+      { dtSend: '9999-12-31T23:59:59Z' },
+      { ttl: 9_000_000_000_000_000 },
+      { dtSend: '9999-12-31T00:00:00Z', fallbacks: [{ type: 'sms', text: 'y', ttl: 172_800 }] },
+    ];
+    for (const extra of far) {
+      const cmid = uniq('far');
+      const res = await app.request(
+        '/v1/messages',
+        json({
+          messages: [
+            { from: 'Acme', to, type: 'sms', text: 'x', customerMessageId: cmid, ...extra },
+          ],
+        }),
+      );
+      const body = await readJson(res);
+      expect(res.status, JSON.stringify(body)).toBe(202);
+      expect(body.messages[0], JSON.stringify(extra)).toMatchObject({ status: 'queued' });
+      const [row] = rowsOf<{ expires_at: Date | string }>(
+        await ctx
+          .database()
+          .db.execute(sql`select expires_at from messages where customer_message_id = ${cmid}`),
+      );
+      expect(new Date(row!.expires_at).toISOString(), JSON.stringify(extra)).toBe(LATEST_INSTANT);
     }
   });
 

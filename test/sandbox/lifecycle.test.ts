@@ -289,4 +289,12 @@ describe('callback delivery', () => {
     });
     expect(bad.status).toBe(400);
   });
+
+  test('a TTL that would run past year 9999 is accepted and runs to its end, not a 500', async () => {
+    s = await serveSandbox();
+    const res = await send([sms(TO, { customerMessageId: 'c-far', ttl: 9_000_000_000_000_000 })]);
+    expect(res.messages[0]!.status).toBe('accepted');
+    await s.clock.advance(10_000);
+    expect(statuses()).toEqual(['sent', 'delivered']);
+  });
 });
