@@ -17,6 +17,8 @@
  * // { events: [{ customerMessageId: 'o-1', status: 'delivered', rawStatus: 'DELIVRD', ... }], problems: [] }
  */
 
+import { isStorableInstant } from '../instants.ts';
+import { MAX_ID_LENGTH } from '../provider/message.ts';
 import {
   DEFAULT_STATUS_MAP,
   normaliseWord,
@@ -123,18 +125,19 @@ function pick(f: Fields, keys: string[], depth = 0): unknown {
   return undefined;
 }
 
+const tooLong = (id: string | undefined) => id !== undefined && id.length > MAX_ID_LENGTH;
+
 function asId(v: unknown): string | undefined {
   if (typeof v === 'string' && v.trim() !== '') return v.trim();
   if (typeof v === 'number' && Number.isFinite(v)) return String(v);
   return undefined;
 }
 
-// a delivery event happens between the epoch and the year 9999 (beyond, toISOString writes
-// six-digit years that Postgres refuses); a time outside is ignored like an unreadable one
-const LATEST = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+// a delivery event happens between the epoch and the end of the year 9999 (beyond, Postgres
+// cannot read the time back, src/instants.ts); a time outside is ignored like an unreadable one
 const plausible = (d: Date) => {
   const t = d.getTime();
-  return t >= 0 && t <= LATEST ? d : undefined;
+  return t >= 0 && isStorableInstant(t) ? d : undefined;
 };
 
 /** ISO 8601, or epoch seconds / milliseconds; anything else is ignored. */
@@ -162,6 +165,9 @@ function eventFrom(f: Fields, map: StatusMap, messageId?: string): DeliveryEvent
   ].filter((v): v is string => v !== undefined);
   if (!customerMessageId && providerMessageIds.length === 0) {
     return 'no message id (looked for customerMessageId, cmid, messageId, msg_id, mid, id)';
+  }
+  if (tooLong(customerMessageId) || providerMessageIds.some(tooLong)) {
+    return `a message id longer than ${MAX_ID_LENGTH} characters, which is no id: not read`;
   }
   const word = String(rawStatus);
   const at = parseEventTime(pick(f, TIME_KEYS));

@@ -13,7 +13,7 @@ import type { EventData } from '../events/types.ts';
 import { uuidv7 } from '../ids.ts';
 import { addOptOut } from '../opt-outs/store.ts';
 import { DEFAULT_OPT_OUT_WORDS, isOptOutReply } from '../opt-outs/words.ts';
-import { isPhoneShape } from '../provider/message.ts';
+import { isPhoneShape, MAX_ID_LENGTH } from '../provider/message.ts';
 import { parseEventTime } from './delivery-parse.ts';
 import { FUTURE_MARGIN_MS, timeRejected } from './event-time.ts';
 import { type RawCallback, storable, storeRaw } from './inbox.ts';
@@ -105,9 +105,20 @@ export async function ingestViber(
         );
         continue;
       }
+      const sender = senderE164(from);
       const text = field(item, ['text'], ['message', 'text'], ['body'], ['message']);
       const to = field(item, ['alphaName'], ['to'], ['receiver']);
       const pmid = field(item, ['idUuid'], ['messageId'], ['message_token'], ['id']);
+      // an id is a string or a number; anything else (an object, any JSON is a valid
+      // callback) is no id, not "[object Object]" nor a TypeError
+      const providerMessageId =
+        typeof pmid === 'string' || typeof pmid === 'number' ? String(pmid) : null;
+      if (sender.length > MAX_ID_LENGTH || (providerMessageId?.length ?? 0) > MAX_ID_LENGTH) {
+        problems.push(
+          `message ${i}: its ${sender.length > MAX_ID_LENGTH ? 'sender' : 'id'} is longer than ${MAX_ID_LENGTH} characters, which is no id: not read`,
+        );
+        continue;
+      }
       // a time too far ahead is not believed (event-time.ts): the row gets the time received
       let at =
         parseEventTime(field(item, ['dt'], ['timestamp'], ['time'], ['at'], ['date'])) ?? now;
@@ -121,13 +132,10 @@ export async function ingestViber(
         id: uuidv7(now.getTime()),
         inboxId,
         channel: 'viber',
-        from: senderE164(from),
+        from: sender,
         to: typeof to === 'string' ? to : null,
         text: typeof text === 'string' ? text : null,
-        // an id is a string or a number; anything else (an object, any JSON is a valid
-        // callback) is no id, not "[object Object]" nor a TypeError
-        providerMessageId:
-          typeof pmid === 'string' || typeof pmid === 'number' ? String(pmid) : null,
+        providerMessageId,
         data: item,
         at,
         receivedAt: now,

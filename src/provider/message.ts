@@ -509,8 +509,16 @@ const OpenData = z.record(z.string(), z.unknown());
 // ---------------------------------------------------------------------------------------
 // The message variants
 
+/**
+ * The longest id Switchboard takes, in characters: a customerMessageId a client gives, and an
+ * id a callback names (a message's, its parent's, an incoming message's, its sender). Real ids
+ * are a few dozen characters; ids are indexed, and a Postgres B-tree entry holds at most 2704
+ * bytes, so a longer one is refused (the API) or not read as an id (a callback, kept whole).
+ */
+export const MAX_ID_LENGTH = 256;
+
 const common = {
-  customerMessageId: z.string().min(1).max(256).optional(),
+  customerMessageId: z.string().min(1).max(MAX_ID_LENGTH).optional(),
   dtSend: IsoDateTime.optional(),
   dtExpire: IsoDateTime.optional(),
   ttl: z.number().int().positive('ttl must be a positive number of seconds').optional(),
