@@ -56,7 +56,7 @@ import {
 } from './growth/seed.ts';
 import { type Child, LISTENING, ROOT, spawnChild } from './lib/children.ts';
 import { createBenchDatabase, DEFAULT_ADMIN_URL } from './lib/database.ts';
-import { type MachineShare, machineShare, machineTicks } from './lib/metrics.ts';
+import { diskReadKb, type MachineShare, machineShare, machineTicks } from './lib/metrics.ts';
 import { machine, printGrid } from './lib/report.ts';
 
 const PREFIX = 'g-';
@@ -78,7 +78,8 @@ interface Step {
   databaseBytes: number;
   sizes: TableSizes;
   ingest: Measured & { messages: number };
-  dispatch: DispatchBench;
+  /** with the kilobytes the machine read from disk per message, queueing and drain */
+  dispatch: DispatchBench & { diskKbPerMessage: number };
   /** reads of messages of every age */
   read: Measured;
   /** reads of messages made in the history's last day, as most reads of a live service are */
@@ -134,12 +135,16 @@ function printSteps(steps: Step[]): void {
       'messages',
       'ingest us/req (+PG)',
       'ingest p99 ms',
+      'ingest disk kB/req',
       'dispatch msg/s',
       'dispatch us/msg (+PG)',
+      'dispatch disk kB/msg',
       'read us/req (+PG)',
       'read p99 ms',
+      'read disk kB/req',
       'last-day read us/req (+PG)',
       'last-day p99 ms',
+      'last-day disk kB/req',
       ...TABLES.map((t) => `${t} MB (idx)`),
       'seed s',
       'vacuum s',
@@ -149,12 +154,16 @@ function printSteps(steps: Step[]): void {
       millions(s.messages),
       cpu(s.ingest),
       String(s.ingest.load.p99),
+      String(s.ingest.diskKbPerRequest),
       String(s.dispatch.messagesPerSecond),
       `${s.dispatch.cpuUsPerMessage.switchboard} + ${s.dispatch.cpuUsPerMessage.postgres}`,
+      String(s.dispatch.diskKbPerMessage),
       cpu(s.read),
       String(s.read.load.p99),
+      String(s.read.diskKbPerRequest),
       cpu(s.readRecent),
       String(s.readRecent.load.p99),
+      String(s.readRecent.diskKbPerRequest),
       ...TABLES.map((t) => size(s, t)),
       String(s.seed.seconds),
       String(s.vacuumSeconds),
@@ -367,7 +376,9 @@ async function main(): Promise<void> {
         recentDays: 1,
       });
       const ingest = await measureIngest(ctx, { prefix: `gi${k}-`, rate: opts.ingestRate });
+      const readBeforeDispatch = diskReadKb();
       const dispatch = await benchDispatch(dispatchCtx, `gd${k}-`);
+      const dispatchDiskKb = diskReadKb() - readBeforeDispatch;
       steps.push({
         messages: size,
         seed: {
@@ -379,13 +390,16 @@ async function main(): Promise<void> {
         databaseBytes: dbAfter,
         sizes,
         ingest,
-        dispatch,
+        dispatch: {
+          ...dispatch,
+          diskKbPerMessage: round(dispatchDiskKb / Math.max(1, dispatch.messages), 2),
+        },
         read,
         readRecent,
         machine: { ...machineShare(ticks, machineTicks()), loadAverage: round(loadavg()[0]!, 2) },
       });
       log(
-        `${millions(size)}: ingestion ${ingest.cpu.switchboardUsPerRequest} + ${ingest.cpu.postgresUsPerRequest} us, p99 ${ingest.load.p99} ms; dispatch ${dispatch.messagesPerSecond} msg/s; reads ${read.cpu.switchboardUsPerRequest} + ${read.cpu.postgresUsPerRequest} us, p99 ${read.load.p99} ms; last day's ${readRecent.cpu.switchboardUsPerRequest} + ${readRecent.cpu.postgresUsPerRequest} us, p99 ${readRecent.load.p99} ms`,
+        `${millions(size)}: ingestion ${ingest.cpu.switchboardUsPerRequest} + ${ingest.cpu.postgresUsPerRequest} us, p99 ${ingest.load.p99} ms, ${ingest.diskKbPerRequest} kB read; dispatch ${dispatch.messagesPerSecond} msg/s; reads ${read.cpu.switchboardUsPerRequest} + ${read.cpu.postgresUsPerRequest} us, p99 ${read.load.p99} ms, ${read.diskKbPerRequest} kB read; last day's ${readRecent.cpu.switchboardUsPerRequest} + ${readRecent.cpu.postgresUsPerRequest} us, p99 ${readRecent.load.p99} ms, ${readRecent.diskKbPerRequest} kB read`,
       );
     }
 

@@ -16,20 +16,28 @@ import { type BenchContext, CALLBACK_HEADERS, round } from '../context.ts';
 import { deliveryCallbacks } from '../ingest.ts';
 import { seedMessages } from '../lib/database.ts';
 import { type LoadResult, runLoad } from '../lib/load.ts';
-import { type CpuUse, cpuMeter } from '../lib/metrics.ts';
+import { type CpuUse, cpuMeter, diskReadKb } from '../lib/metrics.ts';
 import { messageReads } from '../read.ts';
 import { recentMessages } from './options.ts';
 
-/** One load at an offered rate, and the CPU the server and Postgres spent on it. */
+/**
+ * One load at an offered rate, the CPU the server and Postgres spent on it, and the kilobytes
+ * the machine read from disk per request meanwhile (`diskKbPerRequest`: what missed the page
+ * cache, the cost that grows once the data outgrows memory).
+ */
 export interface Measured {
   load: LoadResult;
   cpu: CpuUse;
+  diskKbPerRequest: number;
 }
 
 async function measured(ctx: BenchContext, opts: Parameters<typeof runLoad>[0]): Promise<Measured> {
   const meter = await cpuMeter(ctx.server.pid, ctx.db);
+  const readBefore = diskReadKb();
   const load = await runLoad(opts);
-  return { load, cpu: await meter.stop(load.requests) };
+  const read = diskReadKb() - readBefore;
+  const diskKbPerRequest = load.requests > 0 ? round(read / load.requests, 2) : 0;
+  return { load, cpu: await meter.stop(load.requests), diskKbPerRequest };
 }
 
 /**

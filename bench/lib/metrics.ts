@@ -122,6 +122,25 @@ export async function cpuMeter(
   };
 }
 
+/**
+ * Kilobytes the whole machine has read from its disks so far (`pgpgin` of /proc/vmstat, which
+ * the kernel counts in kB): what missed the page cache. On a machine that runs nothing but the
+ * bench, the difference over a window is the reads its load caused; NaN where there is no
+ * /proc/vmstat.
+ */
+export function diskReadKb(vmstat = readVmstat()): number {
+  const m = vmstat.match(/^pgpgin (\d+)$/m);
+  return m ? Number(m[1]) : Number.NaN;
+}
+
+function readVmstat(): string {
+  try {
+    return readFileSync('/proc/vmstat', 'utf8');
+  } catch {
+    return '';
+  }
+}
+
 /** The whole machine's CPU time so far, in clock ticks, from the first line of /proc/stat. */
 export interface MachineTicks {
   busy: number;

@@ -11,6 +11,7 @@ import {
   spreadOffsetMs,
   withinGoal,
 } from '../../bench/growth/options.ts';
+import { diskReadKb } from '../../bench/lib/metrics.ts';
 
 describe('the growth bench: flags, disk estimate, spread and goal', () => {
   it('reads sizes in millions, decimals allowed, sorted and deduplicated', () => {
@@ -90,5 +91,11 @@ describe('the growth bench: flags, disk estimate, spread and goal', () => {
     expect(withinGoal(100, 120)).toBe(true);
     expect(withinGoal(100, 121)).toBe(false);
     expect(withinGoal(100, 80)).toBe(true);
+  });
+
+  it('reads the kilobytes paged in from disk out of /proc/vmstat, NaN without them', () => {
+    expect(diskReadKb('pgpgin0 7\npgpgin 123456\npgpgout 42\n')).toBe(123456);
+    expect(diskReadKb('pgpgout 42\npgpginx 5\n')).toBeNaN();
+    expect(diskReadKb('')).toBeNaN();
   });
 });
