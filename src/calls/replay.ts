@@ -24,6 +24,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { sql } from 'drizzle-orm';
 import { type Db, rowsOf } from '../db/client.ts';
+import { createdIds } from '../db/created-within.ts';
 import { AppError } from '../errors.ts';
 import {
   type CompiledFlow,
@@ -42,7 +43,6 @@ import {
   stepFlow,
   validateVars,
 } from '../flows/index.ts';
-import { uuidv7Floor } from '../ids.ts';
 import { isStorableInstant } from '../instants.ts';
 
 /** Why a call was not replayed. */
@@ -266,7 +266,8 @@ interface StoredCall {
 
 /**
  * One page of the flow's calls after `after` (by id), with their events in order. Call ids
- * are UUIDv7 of their start, so the period is also a range of the (flow_id, id) index.
+ * are UUIDv7 of their start, so the period is also a range of the (flow_id, id) index
+ * (src/db/created-within.ts): at both ends, or the last page would read every later call.
  */
 async function readPage(
   db: Db,
@@ -276,6 +277,7 @@ async function readPage(
   size: number,
 ): Promise<StoredCall[]> {
   const until = range.until;
+  const ids = createdIds(range.since, until);
   const result = await db.execute(sql`
     select c.id, c.flow_version, c."to", c."from", c.lang, c.vars, c.outcome, c.created_at,
       coalesce(jsonb_array_length(c.snapshot->'context'->'path'), 0) as path_len,
@@ -300,9 +302,9 @@ async function readPage(
     from calls c
     where c.flow_id = ${flowId}
       and c.id > ${after}::uuid
-      and c.id >= ${uuidv7Floor(range.since)}::uuid
+      and c.id >= ${ids.from}::uuid
       and c.created_at >= ${range.since.toISOString()}::timestamptz
-      ${until ? sql`and c.created_at < ${until.toISOString()}::timestamptz` : sql``}
+      ${until ? sql`and c.id < ${ids.below}::uuid and c.created_at < ${until.toISOString()}::timestamptz` : sql``}
     order by c.id
     limit ${size}`);
   return rowsOf<StoredCall>(result).map((r) => ({

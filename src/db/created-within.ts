@@ -20,13 +20,24 @@ export function createdWithin(
   since: Date | undefined,
   until: Date | undefined,
 ): SQL[] {
+  const ids = createdIds(since, until && new Date(until.getTime() + 1));
   const where: SQL[] = [];
-  if (since) where.push(gte(table.createdAt, since), gte(table.id, uuidv7Floor(since)));
-  if (until) {
-    where.push(
-      lte(table.createdAt, until),
-      lt(table.id, uuidv7Floor(new Date(until.getTime() + 1))),
-    );
-  }
+  if (since && ids.from) where.push(gte(table.createdAt, since), gte(table.id, ids.from));
+  if (until && ids.below) where.push(lte(table.createdAt, until), lt(table.id, ids.below));
   return where;
+}
+
+/**
+ * The ids of the rows made from `since` (inclusive) to `before` (exclusive): from
+ * `uuidv7Floor(since)`, below `uuidv7Floor(before)`. For statements written by hand (the
+ * flow replay's, src/calls/replay.ts), which keep their own `created_at` conditions beside.
+ */
+export function createdIds(
+  since: Date | undefined,
+  before: Date | undefined,
+): { from?: string; below?: string } {
+  return {
+    ...(since && { from: uuidv7Floor(since) }),
+    ...(before && { below: uuidv7Floor(before) }),
+  };
 }

@@ -6,14 +6,18 @@
  *   at every boundary, through the real submit path, and counted in the rows Postgres reads
  *   (`pg_stat_xact_user_tables`): before, a page walked the table past its span, to the
  *   table's end when the span held less than a page.
+ * - So is a flow replay's period, at both ends (src/calls/replay.ts): its last page read
+ *   every call of the flow made after the period.
  * - The `switchboard_calls` gauge counts the live states through `calls_live_state_idx`
  *   (src/calls/read.ts callsByState): its predicate lists LIVE_CALL_STATES, and the count is
  *   answered from that index.
  */
+import { readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import { expect, it } from 'vitest';
 import { CALL_STATES, LIVE_CALL_STATES } from '../../src/calls/deps.ts';
 import { callsByState, listCalls } from '../../src/calls/read.ts';
+import { compileReplayDraft, replayFlow } from '../../src/calls/replay.ts';
 import { type Db, rowsOf, type Tx } from '../../src/db/client.ts';
 import { listMessages } from '../../src/messages/read.ts';
 import { submitMessages } from '../../src/messages/submit.ts';
@@ -24,7 +28,10 @@ const MINUTE = 60_000;
 const T0 = Date.UTC(2026, 0, 5, 9, 0, 0);
 const ROWS = 3000;
 
-/** `n` rows of `table` made one a minute from T0, each id the UUIDv7 of its created_at. */
+/**
+ * `n` rows of `table` made one a minute from T0, each id the UUIDv7 of its created_at; calls
+ * seeded by an earlier test stay as they are.
+ */
 async function seed(db: Db, table: 'messages' | 'calls', n: number) {
   const ms = `(${T0}::bigint + (i - 1) * ${MINUTE})`;
   // 12 hex digits of milliseconds, version 7, variant 8, the rest from the row number
@@ -37,14 +44,16 @@ async function seed(db: Db, table: 'messages' | 'calls', n: number) {
                             created_at, updated_at)
       select ${id}, 'seed-' || i, 'sms', 'Shop', '380501234567', '{}'::jsonb, 'delivered',
              ${at}, ${at}
-      from generate_series(1, ${n}::int) i`);
+      from generate_series(1, ${n}::int) i
+      on conflict (id) do nothing`);
   } else {
     await db.execute(sql`
       insert into calls (id, flow_id, flow_version, "to", "from", lang, vars, state, snapshot,
                          message_id, created_at, updated_at)
       select ${id}, 'seeded', 'v1', '380501234567', 'Shop', 'en', '{}'::jsonb, 'ended',
              '{}'::jsonb, gen_random_uuid(), ${at}, ${at}
-      from generate_series(1, ${n}::int) i`);
+      from generate_series(1, ${n}::int) i
+      on conflict (id) do nothing`);
   }
   await db.execute(sql.raw(`analyze ${table}`));
 }
@@ -184,6 +193,25 @@ describeEachEngine('lists and gauges as the tables grow', (ctx) => {
     );
     expect(since.result.items).toHaveLength(10);
     expect(since.read).toBeLessThanOrEqual(60);
+  });
+
+  it('replays only the calls of the period, however many came after it', async () => {
+    await seed(db(), 'calls', ROWS);
+    const { compiled } = compileReplayDraft(
+      'appointment-reminder',
+      readFileSync('flows/appointment-reminder.yaml', 'utf8'),
+    );
+    const replay = await counted(db(), 'calls', (tx) =>
+      replayFlow(tx as unknown as Db, {
+        flowId: 'seeded',
+        compiled,
+        since: minute(0),
+        until: minute(10),
+      }),
+    );
+    expect(replay.result.calls).toBe(10);
+    // before, the period's last page read every later call of the flow: 3 000 rows
+    expect(replay.read).toBeLessThanOrEqual(60);
   });
 
   it('counts the live calls by state from their index, every live state named', async () => {
