@@ -18,7 +18,7 @@
  */
 
 import { isStorableInstant } from '../instants.ts';
-import { MAX_ID_LENGTH } from '../provider/message.ts';
+import { isOverlongId, OVERLONG_ID } from '../provider/message.ts';
 import {
   DEFAULT_STATUS_MAP,
   normaliseWord,
@@ -125,8 +125,6 @@ function pick(f: Fields, keys: string[], depth = 0): unknown {
   return undefined;
 }
 
-const tooLong = (id: string | undefined) => id !== undefined && id.length > MAX_ID_LENGTH;
-
 function asId(v: unknown): string | undefined {
   if (typeof v === 'string' && v.trim() !== '') return v.trim();
   if (typeof v === 'number' && Number.isFinite(v)) return String(v);
@@ -166,8 +164,8 @@ function eventFrom(f: Fields, map: StatusMap, messageId?: string): DeliveryEvent
   if (!customerMessageId && providerMessageIds.length === 0) {
     return 'no message id (looked for customerMessageId, cmid, messageId, msg_id, mid, id)';
   }
-  if (tooLong(customerMessageId) || providerMessageIds.some(tooLong)) {
-    return `a message id longer than ${MAX_ID_LENGTH} characters, which is no id: not read`;
+  if (isOverlongId(customerMessageId) || providerMessageIds.some(isOverlongId)) {
+    return `a message id ${OVERLONG_ID}`;
   }
   const word = String(rawStatus);
   const at = parseEventTime(pick(f, TIME_KEYS));

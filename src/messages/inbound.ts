@@ -13,7 +13,7 @@ import type { EventData } from '../events/types.ts';
 import { uuidv7 } from '../ids.ts';
 import { addOptOut } from '../opt-outs/store.ts';
 import { DEFAULT_OPT_OUT_WORDS, isOptOutReply } from '../opt-outs/words.ts';
-import { isPhoneShape, MAX_ID_LENGTH } from '../provider/message.ts';
+import { isOverlongId, isPhoneShape, OVERLONG_ID } from '../provider/message.ts';
 import { parseEventTime } from './delivery-parse.ts';
 import { FUTURE_MARGIN_MS, timeRejected } from './event-time.ts';
 import { type RawCallback, storable, storeRaw } from './inbox.ts';
@@ -113,10 +113,9 @@ export async function ingestViber(
       // callback) is no id, not "[object Object]" nor a TypeError
       const providerMessageId =
         typeof pmid === 'string' || typeof pmid === 'number' ? String(pmid) : null;
-      if (sender.length > MAX_ID_LENGTH || (providerMessageId?.length ?? 0) > MAX_ID_LENGTH) {
-        problems.push(
-          `message ${i}: its ${sender.length > MAX_ID_LENGTH ? 'sender' : 'id'} is longer than ${MAX_ID_LENGTH} characters, which is no id: not read`,
-        );
+      const overlong = isOverlongId(sender) ? 'sender' : isOverlongId(providerMessageId) && 'id';
+      if (overlong) {
+        problems.push(`message ${i}: its ${overlong} is ${OVERLONG_ID}`);
         continue;
       }
       // a time too far ahead is not believed (event-time.ts): the row gets the time received

@@ -517,6 +517,13 @@ const OpenData = z.record(z.string(), z.unknown());
  */
 export const MAX_ID_LENGTH = 256;
 
+/** Whether a callback's id is longer than MAX_ID_LENGTH, so not read as one. */
+export const isOverlongId = (id: string | null | undefined): boolean =>
+  id != null && id.length > MAX_ID_LENGTH;
+
+/** Why a callback's event or message naming such an id was not read, for its `problems`. */
+export const OVERLONG_ID = `longer than ${MAX_ID_LENGTH} characters, which is no id: not read`;
+
 const common = {
   customerMessageId: z.string().min(1).max(MAX_ID_LENGTH).optional(),
   dtSend: IsoDateTime.optional(),
