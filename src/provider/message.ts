@@ -1077,7 +1077,7 @@ function parseSmsResponseFast(body: unknown): NormalisedMessagelistResponse | un
     if (!(ttl === undefined || (Number.isSafeInteger(ttl) && (ttl as number) >= 0)))
       return undefined;
     out[i] = clean({
-      messageId: messageId === undefined ? undefined : String(messageId),
+      messageId: idOrUndefined(messageId),
       status,
       accepted: status === 'accepted',
       customerMessageId: customerMessageId as string | undefined,
@@ -1105,7 +1105,7 @@ export function parseMessagelistResponseWithSchemas(
       messagelistId: sms.data.messagelistId,
       messages: sms.data.messages.map((m) =>
         clean({
-          messageId: m.messageId,
+          messageId: idOrUndefined(m.messageId),
           status: m.status,
           accepted: m.status === 'accepted',
           customerMessageId: m.customerMessageId,
@@ -1128,7 +1128,7 @@ export function parseMessagelistResponseWithSchemas(
     messagelistId: generic.data.messagelistId,
     messages: generic.data.messages.map((m) =>
       clean({
-        messageId: m.messageId,
+        messageId: idOrUndefined(m.messageId),
         status: m.status,
         accepted: m.status !== 'rejected' && m.status !== 'failed',
         customerMessageId: m.customerMessageId,
@@ -1145,8 +1145,13 @@ export function parseMessagelistResponseWithSchemas(
   });
 }
 
+/**
+ * A provider's id as Switchboard keeps it, or undefined: an id longer than MAX_ID_LENGTH is no
+ * id (it could not be indexed), so an answer naming one is taken without it.
+ */
 function idOrUndefined(v: unknown): string | undefined {
-  return typeof v === 'string' || typeof v === 'number' ? String(v) : undefined;
+  const id = typeof v === 'string' || typeof v === 'number' ? String(v) : undefined;
+  return isOverlongId(id) ? undefined : id;
 }
 
 function normaliseError(error: unknown): NormalisedMessageResult['error'] {
