@@ -20,9 +20,8 @@ export type CallState = (typeof CALL_STATES)[number];
 
 /**
  * The states of a call not yet over: the `switchboard_calls` gauge counts these, through the
- * partial index `calls_live_state_idx` (its predicate lists the same states; a test holds the
- * two together). Ended and failed calls only accumulate, so counting them would read the whole
- * table at every scrape.
+ * index `calls_state_id_idx`. Ended and failed calls only accumulate, so counting them would
+ * read ever more at every scrape.
  */
 export const LIVE_CALL_STATES = [
   'queued',

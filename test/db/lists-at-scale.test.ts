@@ -8,9 +8,10 @@
  *   table's end when the span held less than a page.
  * - So is a flow replay's period, at both ends (src/calls/replay.ts): its last page read
  *   every call of the flow made after the period.
- * - The `switchboard_calls` gauge counts the live states through `calls_live_state_idx`
- *   (src/calls/read.ts callsByState): its predicate lists LIVE_CALL_STATES, and the count is
- *   answered from that index.
+ * - A calls list by state or outcome walks `calls_state_id_idx` or `calls_outcome_id_idx`
+ *   (migration 0021): before, a rare state or outcome read every call.
+ * - The `switchboard_calls` gauge counts the live states through `calls_state_id_idx`
+ *   (src/calls/read.ts callsByState), reading those calls alone.
  */
 import { readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
@@ -214,14 +215,36 @@ describeEachEngine('lists and gauges as the tables grow', (ctx) => {
     expect(replay.read).toBeLessThanOrEqual(60);
   });
 
-  it('counts the live calls by state from their index, every live state named', async () => {
-    const [pred] = rowsOf<{ pred: string }>(
-      await db().execute(sql`
-        select pg_get_expr(indpred, indrelid) as pred from pg_index
-        where indexrelid = 'calls_live_state_idx'::regclass`),
+  it('reads only the calls of a list by state or outcome, however many others there are', async () => {
+    await seed(db(), 'calls', ROWS);
+    // the oldest calls of all: a page of them, walked newest first, came after every other
+    const old = new Date(T0 - 10 * MINUTE).toISOString();
+    await db().execute(sql`
+      insert into calls (id, flow_id, flow_version, "to", "from", lang, vars, state, outcome,
+                         snapshot, message_id, created_at, updated_at)
+      select gen_random_uuid(), 'rare', 'v1', '380501234567', 'Shop', 'en', '{}'::jsonb,
+             case when i <= 3 then 'failed' else 'ended' end,
+             case when i > 3 then 'callback-requested' end,
+             '{}'::jsonb, gen_random_uuid(), ${old}::timestamptz, ${old}::timestamptz
+      from generate_series(1, 5) i`);
+    await db().execute(sql`analyze calls`);
+    const failed = await counted(db(), 'calls', (tx) =>
+      listCalls(tx, { state: 'failed', limit: 50 }),
     );
-    expect([...pred!.pred.matchAll(/'([^']*)'/g)].map((m) => m[1])).toEqual([...LIVE_CALL_STATES]);
+    expect(failed.result.items.map((c) => c.state)).toEqual(['failed', 'failed', 'failed']);
+    // without the index: every one of the 3 000 ended calls
+    expect(failed.read).toBeLessThanOrEqual(10);
+    const outcome = await counted(db(), 'calls', (tx) =>
+      listCalls(tx, { outcome: 'callback-requested', limit: 50 }),
+    );
+    expect(outcome.result.items.map((c) => c.outcome)).toEqual([
+      'callback-requested',
+      'callback-requested',
+    ]);
+    expect(outcome.read).toBeLessThanOrEqual(10);
+  });
 
+  it('counts the live calls by state from their index, every live state named', async () => {
     // a few calls of every state beside the thousands ended above
     const want = new Map<string, number>([
       ['queued', 2],
@@ -242,13 +265,10 @@ describeEachEngine('lists and gauges as the tables grow', (ctx) => {
     }
     await db().execute(sql`analyze calls`);
     const gauge = await counted(db(), 'calls', async (tx) => {
-      // with sequential scans off, the planner takes the index only if the query's states
-      // are within its predicate
-      await tx.execute(sql`set local enable_seqscan = off`);
       const rows = await callsByState(tx);
       const [used] = rowsOf<{ n: string | number }>(
         await tx.execute(sql`
-          select pg_stat_get_xact_numscans('calls_live_state_idx'::regclass) as n`),
+          select pg_stat_get_xact_numscans('calls_state_id_idx'::regclass) as n`),
       );
       return { rows, used: Number(used?.n ?? 0) };
     });

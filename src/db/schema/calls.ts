@@ -1,6 +1,5 @@
 import { sql } from 'drizzle-orm';
 import { index, jsonb, pgTable, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
-import { LIVE_CALL_STATES } from '../../calls/deps.ts';
 import { timestamps } from './columns.ts';
 
 /**
@@ -49,11 +48,11 @@ export const calls = pgTable(
     index('calls_flow_id_idx').on(t.flowId, t.id),
     index('calls_to_id_idx').on(t.to, t.id),
     index('calls_message_id_idx').on(t.messageId),
-    // the calls not over yet (the switchboard_calls gauge): a few rows, however many ended.
-    // An update that leaves the state alone (most of a call's) stays HOT
-    index('calls_live_state_idx')
-      .on(t.state)
-      .where(sql.raw(`state in (${LIVE_CALL_STATES.map((s) => `'${s}'`).join(', ')})`)),
+    // a list by state or outcome walks its own entries, newest first, however many calls
+    // there are of other kinds; the switchboard_calls gauge counts the live states here. An
+    // update that leaves the state alone (most of a call's) stays HOT
+    index('calls_state_id_idx').on(t.state, t.id),
+    index('calls_outcome_id_idx').on(t.outcome, t.id).where(sql`${t.outcome} is not null`),
   ],
 );
 
