@@ -38,6 +38,7 @@ import type { Logger } from '../logger.ts';
 import { isTerminal, MESSAGE_STATUSES, type MessageStatus } from '../messages/status.ts';
 import { prepareMessages, storeMessages } from '../messages/submit.ts';
 import { optedOutAmong } from '../opt-outs/store.ts';
+import { compactCounts } from './counts.ts';
 import { localDateOf, takeContacts } from './limits.ts';
 import { progressOf } from './read.ts';
 import { IN_FLIGHT_STATES, OPEN_RECIPIENT_STATES } from './schemas.ts';
@@ -75,9 +76,14 @@ export async function runCampaigns(deps: SchedulerDeps): Promise<boolean> {
   const started = await startDue(deps);
   const settled = await settleEnded(deps);
   let released = 0;
-  for (const campaign of await runningCampaigns(deps)) {
+  const running = await runningCampaigns(deps);
+  for (const campaign of running) {
     released += await release(deps, campaign);
   }
+  await compactCounts(
+    deps.db,
+    running.map((c) => c.id),
+  );
   const finished = await finishDone(deps);
   return started + settled + released + finished > 0;
 }
@@ -718,7 +724,8 @@ async function finishDone(deps: SchedulerDeps): Promise<number> {
         update campaigns c set state = 'done', finished_at = ${now.toISOString()}::timestamptz,
           updated_at = ${now.toISOString()}::timestamptz
         where c.state = 'running' and not exists (
-          select 1 from campaign_recipients r where r.campaign_id = c.id and r.state in (${OPEN}))
+          select 1 from campaign_counts k where k.campaign_id = c.id and k.state in (${OPEN})
+          group by k.state having sum(k.n) <> 0)
         returning c.id`),
     );
     for (const r of rows) deps.logger.info({ campaign: r.id }, 'campaign done');

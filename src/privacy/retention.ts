@@ -16,6 +16,7 @@
  * const { more } = await runRetention(db, clock, config.retentionDays, 500);
  */
 import { eq, sql } from 'drizzle-orm';
+import { compactCounts } from '../campaigns/counts.ts';
 import type { Clock } from '../clock.ts';
 import { type Db, idList, rowsOf, type Tx } from '../db/client.ts';
 import { deleteInboxRefs } from '../db/inbox-refs.ts';
@@ -332,19 +333,23 @@ const campaignRecipients: RetentionStep = {
   kind: 'campaignRecipients',
   async run(db, cutoff, batchSize) {
     const at = cutoff.toISOString();
-    const [row] = rowsOf<{ n: number | string }>(
+    const [row] = rowsOf<{ n: number | string; campaigns: string[] | string }>(
       await db.execute(sql`
         with r as (
           delete from campaign_recipients where id in (
             select r.id from campaign_recipients r join campaigns c on c.id = r.campaign_id
             where c.finished_at < ${at}::timestamptz
             limit ${batchSize} for update of r skip locked)
-          returning id),
+          returning id, campaign_id),
         a as (delete from campaign_attempts where recipient_id in (select id from r)),
         k as (delete from contact_counts where day < (${at}::timestamptz)::date - 1)
-        select count(*) as n from r`),
+        select count(*) as n, coalesce(json_agg(distinct campaign_id), '[]') as campaigns from r`),
     );
     const changed = Number(row?.n ?? 0);
+    // the campaigns are over, so the scheduler folds their counts no more: each batch appended
+    // its removals to them (campaigns/counts.ts)
+    const campaigns = row?.campaigns ?? [];
+    await compactCounts(db, typeof campaigns === 'string' ? JSON.parse(campaigns) : campaigns);
     return { changed, more: changed === batchSize };
   },
 };

@@ -91,6 +91,29 @@ export const campaignRecipients = pgTable(
   ],
 );
 
+/**
+ * A campaign's recipients counted by state and outcome, with their attempts: what its progress
+ * shows, without reading its recipients (a million of them took 270 ms a read). Written by
+ * triggers on `campaign_recipients` alone (migration 0022): each statement that inserts,
+ * updates or deletes recipients appends its change, one row per (campaign, state, outcome) it
+ * moved, so no two writers wait for one row. A campaign's counts are the sums of its rows;
+ * `compactCounts` (src/campaigns/counts.ts) folds them into one row per group while it runs.
+ */
+export const campaignCounts = pgTable(
+  'campaign_counts',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    campaignId: uuid('campaign_id').notNull(),
+    state: text('state').notNull(),
+    outcome: text('outcome'),
+    /** recipients added to the group (negative: gone from it) */
+    n: integer('n').notNull(),
+    /** their attempts, likewise */
+    attempts: integer('attempts').notNull(),
+  },
+  (t) => [index('campaign_counts_campaign_id_idx').on(t.campaignId)],
+);
+
 /** Each attempt of a recipient: a real call with its own timeline. */
 export const campaignAttempts = pgTable(
   'campaign_attempts',
