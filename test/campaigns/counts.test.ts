@@ -15,7 +15,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COMPACT_AFTER_ROWS, compactCounts } from '../../src/campaigns/counts.ts';
 import { progressOf } from '../../src/campaigns/read.ts';
-import { type Database, type Db, rowsOf, type Tx } from '../../src/db/client.ts';
+import { type Database, type Db, idList, rowsOf, type Tx } from '../../src/db/client.ts';
 import { migrateDatabase } from '../../src/db/migrate.ts';
 import { availableEngines, describeEachEngine } from '../support/db.ts';
 import { emptyDatabase, migrateWith, migrationsBefore } from '../support/migrations.ts';
@@ -47,7 +47,7 @@ async function counted(db: Db, ids: string[]): Promise<Group[]> {
     rowsOf<Group>(
       await db.execute(sql`
         select campaign_id, state, outcome, sum(n)::int as n, sum(attempts)::int as attempts
-        from campaign_counts where campaign_id = any(${`{${ids.join(',')}}`}::uuid[])
+        from campaign_counts where campaign_id in ${idList(ids, 'uuid')}
         group by campaign_id, state, outcome having sum(n) <> 0`),
     ),
   );
@@ -59,7 +59,7 @@ async function grouped(db: Db, ids: string[]): Promise<Group[]> {
     rowsOf<Group>(
       await db.execute(sql`
         select campaign_id, state, outcome, count(*)::int as n, sum(attempts)::int as attempts
-        from campaign_recipients where campaign_id = any(${`{${ids.join(',')}}`}::uuid[])
+        from campaign_recipients where campaign_id in ${idList(ids, 'uuid')}
         group by campaign_id, state, outcome`),
     ),
   );
@@ -122,7 +122,7 @@ async function apply(db: Db, ids: string[], s: Statement): Promise<void> {
         as v(line int, state text, outcome text, attempts int)`);
     return;
   }
-  const which = sql`campaign_id = any(${`{${ids.join(',')}}`}::uuid[])
+  const which = sql`campaign_id in ${idList(ids, 'uuid')}
     and line % ${s.modulo}::int = ${s.rest % s.modulo}::int`;
   if (s.kind === 'delete') {
     await db.execute(sql`delete from campaign_recipients where ${which}`);

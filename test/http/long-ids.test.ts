@@ -6,23 +6,16 @@
  * kept and answered 200, the id not read, with the reason in `problems`; an id of exactly
  * MAX_ID_LENGTH characters is read as any other.
  */
-import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { beforeAll, expect, it } from 'vitest';
 import type { App } from '../../src/app.ts';
 import { rowsOf } from '../../src/db/client.ts';
 import { MAX_ID_LENGTH } from '../../src/provider/message.ts';
-import { buildTestApp, json, phone, readJson } from '../support/app.ts';
+import { buildTestApp, json, phone, randomId, readJson } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
 
 const TOKEN = 'long-ids-callback-token';
 const headers = { headers: { 'x-callback-token': TOKEN } };
-
-/** `length` characters of random base64: it does not compress, as a repeated letter would. */
-const randomId = (length: number) =>
-  randomBytes(Math.ceil((length * 3) / 4))
-    .toString('base64')
-    .slice(0, length);
 
 describeEachEngine('ids longer than MAX_ID_LENGTH', (ctx) => {
   let app: App;

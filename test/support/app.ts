@@ -23,6 +23,16 @@ export function uniq(prefix: string): string {
   return `${prefix}-${randomBytes(6).toString('hex')}`;
 }
 
+/**
+ * `length` characters of random base64: it does not compress, as a repeated letter would, so
+ * it is as long in an index entry as it looks (ids past MAX_ID_LENGTH).
+ */
+export function randomId(length: number): string {
+  return randomBytes(Math.ceil((length * 3) / 4))
+    .toString('base64')
+    .slice(0, length);
+}
+
 /** A valid, unique Ukrainian mobile number. */
 export function phone(): string {
   return `+38050${String(randomBytes(4).readUInt32BE(0) % 10_000_000).padStart(7, '0')}`;
