@@ -12,6 +12,7 @@ import { systemClock } from './clock.ts';
 import { type Config, isLoopbackHost } from './config.ts';
 import { configuredDatabase, type Database, openDatabase } from './db/client.ts';
 import { urlOnThisHost } from './db/data-dir-lock.ts';
+import { errorFields } from './db/errors.ts';
 import { migrateDatabase } from './db/migrate.ts';
 import { ensurePartitions } from './db/partitions.ts';
 import { openReadReplica } from './db/replica.ts';
@@ -236,7 +237,7 @@ export async function startServer(
           logger.warn(
             {
               flow: compiled.id,
-              err: { message: err instanceof Error ? err.message : String(err) },
+              err: errorFields(err),
             },
             'spoken prompts of the flow not rendered yet; they render before its calls go',
           );

@@ -8,6 +8,7 @@ import { callDispatchHook, type EventDeps, fireDueTimers } from './calls/events.
 import { runCampaigns, type SchedulerDeps } from './campaigns/scheduler.ts';
 import type { Clock } from './clock.ts';
 import type { Database, LeaderLock } from './db/client.ts';
+import { errorFields } from './db/errors.ts';
 import { ensurePartitions } from './db/partitions.ts';
 import { createEndpointRateLimiter, deliverOnce } from './events/deliver.ts';
 import { subscriptionsOf } from './events/subscriptions.ts';
@@ -116,10 +117,7 @@ export function loop(
       try {
         more = await step();
       } catch (err) {
-        logger.warn(
-          { err: { message: (err as Error).message }, worker: name },
-          'worker step failed',
-        );
+        logger.warn({ err: errorFields(err), worker: name }, 'worker step failed');
       }
       if (stopped || more) continue;
       await sleep();
@@ -161,7 +159,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
       await spoken.renderPending();
     } catch (err) {
       logger.warn(
-        { err: { message: err instanceof Error ? err.message : String(err) } },
+        { err: errorFields(err) },
         'spoken prompts not rendered before dispatch; they render when fetched',
       );
     }

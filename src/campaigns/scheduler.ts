@@ -26,6 +26,7 @@ import { pinVersion, storeCalls } from '../calls/start-store.ts';
 import { bumpStats } from '../calls/stats.ts';
 import type { Tx } from '../db/client.ts';
 import { rowsOf } from '../db/client.ts';
+import { errorFields } from '../db/errors.ts';
 import { campaignAttempts, campaignRecipients, campaigns } from '../db/schema/index.ts';
 import { recordEvents } from '../events/record.ts';
 import { subscriptionsOf } from '../events/subscriptions.ts';
@@ -401,7 +402,7 @@ async function senderOf(deps: SchedulerDeps, campaign: Running): Promise<Sender 
   if (campaign.message !== null) return { kind: 'message', template: campaign.message };
   const flow = await startableFlow(deps, campaign.flowId ?? '', 'flow').catch((err: unknown) => {
     deps.logger.warn(
-      { campaign: campaign.id, err: { message: err instanceof Error ? err.message : String(err) } },
+      { campaign: campaign.id, err: errorFields(err) },
       'campaign flow cannot start calls; its recipients wait',
     );
     return undefined;

@@ -3,7 +3,6 @@
  * layer can answer 503 (retry later) instead of 500, and callers can tell the provider to
  * retry rather than believing something was stored.
  */
-
 import { NOT_THE_DATABASE } from '../errors.ts';
 
 /** The code of the error a request gets while the database is known down (db/availability.ts). */
@@ -121,4 +120,51 @@ export function isLockNotAvailable(err: unknown): boolean {
 export function isUndefinedTable(err: unknown): boolean {
   for (const { code } of causes(err)) if (code === '42P01') return true;
   return false;
+}
+
+/** What Postgres said of a failed statement, as a log line carries it (errorFields). */
+export interface DatabaseErrorFields {
+  /** SQLSTATE, e.g. 23505 */
+  code: string;
+  message: string;
+  constraint?: string;
+  table?: string;
+  column?: string;
+}
+
+const SQLSTATE = /^[0-9A-Z]{5}$/;
+
+/**
+ * What a log line says of a failure: its message and, when the database refused a statement,
+ * Postgres's own words (`db`): drizzle's message names only the query ("Failed query: ..."),
+ * not why it failed. postgres.js names the fields `constraint_name`, `table_name`,
+ * `column_name`, PGlite `constraint`, `table`, `column`. Postgres's `detail` is left out: it
+ * quotes the row's values ("Key (to)=(...) already exists"). The logger scrubs the rest as it
+ * scrubs every line (src/logger.ts).
+ *
+ * @example
+ * logger.warn({ err: errorFields(err) }, 'worker step failed');
+ * // {"err":{"message":"Failed query: ...","db":{"code":"23505","message":"duplicate key ...","constraint":"inbox_keys_pkey","table":"inbox_keys"}}}
+ */
+export function errorFields(err: unknown): { message: string; db?: DatabaseErrorFields } {
+  const message = err instanceof Error ? err.message : String(err);
+  for (const e of causes(err)) {
+    // Postgres's error (both drivers give its severity), not a system's (EPIPE has five letters)
+    if (typeof e.severity !== 'string' || typeof e.code !== 'string' || !SQLSTATE.test(e.code))
+      continue;
+    const text = (a: unknown, b: unknown) =>
+      typeof a === 'string' && a ? a : typeof b === 'string' && b ? b : undefined;
+    const constraint = text(e.constraint_name, e.constraint);
+    const table = text(e.table_name, e.table);
+    const column = text(e.column_name, e.column);
+    const db: DatabaseErrorFields = {
+      code: e.code,
+      message: String(e.message),
+      ...(constraint && { constraint }),
+      ...(table && { table }),
+      ...(column && { column }),
+    };
+    return { message, db };
+  }
+  return { message };
 }

@@ -34,6 +34,7 @@
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
 import { type Db, rowsOf, type Tx } from '../db/client.ts';
+import { errorFields } from '../db/errors.ts';
 import { deliveryAttempts, endpoints, eventDeliveries } from '../db/schema/index.ts';
 import {
   OutboundRefusedError,
@@ -177,7 +178,7 @@ export async function deliverOnce(deps: DeliverDeps): Promise<{ attempted: numbe
       } catch (err) {
         // the lease runs out and the deliveries are sent again (same webhook-id)
         deps.logger?.warn(
-          { err: { message: (err as Error).message }, endpoint: rows[0]?.endpointId },
+          { err: errorFields(err), endpoint: rows[0]?.endpointId },
           'recording delivery attempts failed',
         );
       }

@@ -16,6 +16,7 @@ import { and, desc, eq, gte, lt, lte, type SQL } from 'drizzle-orm';
 import type { MiddlewareHandler } from 'hono';
 import type { Clock } from '../clock.ts';
 import type { Queryable } from '../db/client.ts';
+import { errorFields } from '../db/errors.ts';
 import { auditLog } from '../db/schema/audit-log.ts';
 import { decodeIdCursor, encodeIdCursor } from './cursor.ts';
 import type { AppEnv } from './env.ts';
@@ -108,7 +109,7 @@ export function auditRequests(db: Queryable, clock: Clock): MiddlewareHandler<Ap
       });
     } catch (err) {
       c.get('logger')?.error(
-        { err: { message: (err as Error).message }, route: route.path, status },
+        { err: errorFields(err), route: route.path, status },
         'audit row not written',
       );
       // a 2xx promises the row; a 500 (never retried by our clients, unlike a 503) says not

@@ -10,7 +10,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ZodError } from 'zod';
 import { type DatabaseAvailability, databaseDown } from '../db/availability.ts';
-import { isDatabaseUnavailable, isUnstorableText } from '../db/errors.ts';
+import { errorFields, isDatabaseUnavailable, isUnstorableText } from '../db/errors.ts';
 import { AppError, type ErrorCode, type ErrorDetail, httpStatus } from '../errors.ts';
 import { issuesToDetails } from '../zod-issues.ts';
 import type { AppEnv } from './env.ts';
@@ -102,7 +102,7 @@ export function databaseUnavailable(
   availability: DatabaseAvailability | undefined,
 ): void {
   availability?.failed(err);
-  c.get('logger')?.warn({ err: { message: err.message } }, 'database unavailable');
+  c.get('logger')?.warn({ err: errorFields(err) }, 'database unavailable');
   c.header('Retry-After', '1');
 }
 
@@ -132,7 +132,9 @@ export async function onError(err: Error, c: Context<AppEnv>, availability?: Dat
       requestId,
     });
   }
-  log?.error({ err }, 'unhandled error');
+  // the stack as pino serialises it, and Postgres's own words when it refused a statement
+  const { db } = errorFields(err);
+  log?.error(db ? { err, db } : { err }, 'unhandled error');
   // no stack, no internals: the request id finds the log line
   return errorResponse(c, 'INTERNAL', 'unexpected error', [], { requestId });
 }

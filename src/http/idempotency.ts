@@ -47,6 +47,7 @@ import type { MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Clock } from '../clock.ts';
 import { type Db, executePrepared, rowsOf, type Tx } from '../db/client.ts';
+import { errorFields } from '../db/errors.ts';
 import { presentedBearer } from './api-auth.ts';
 import type { AppEnv } from './env.ts';
 import { errorResponse } from './errors.ts';
@@ -270,10 +271,7 @@ export function idempotency(deps: { db: Db; clock: Clock }): MiddlewareHandler<A
       }
     } catch (err) {
       // the answer stands; the key stays "in use" until it expires (never a second creation)
-      c.get('logger')?.warn(
-        { err: { message: (err as Error).message } },
-        'idempotency key not recorded',
-      );
+      c.get('logger')?.warn({ err: errorFields(err) }, 'idempotency key not recorded');
     }
   };
 }
