@@ -22,6 +22,7 @@
  */
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
+import { compactCounts } from '../campaigns/counts.ts';
 import type { Clock } from '../clock.ts';
 import { type Db, idList, rowsOf, type Tx } from '../db/client.ts';
 import { deleteBodies } from '../db/inbox-refs.ts';
@@ -481,17 +482,23 @@ const callPrompts: ErasureStep = {
  * The number's rows in campaigns (their vars hold its details: a name, an appointment) with
  * their attempts, and its contact counts. A campaign still running does not call it again: its
  * row is gone. Taken after the messages and calls, the order the scheduler never waits in.
+ * Each delete appends a count row to its campaign (migration 0022); a finished campaign is
+ * folded by nobody else, so its rows are folded here once they pile up (src/campaigns/counts.ts).
  */
 const campaignRows: ErasureStep = {
   name: 'campaign recipients',
   async run(tx, s) {
-    const [row] = await rows<{ recipients: number | string }>(
+    const [row] = await rows<{ recipients: number | string; campaigns: string[] | string | null }>(
       tx,
-      sql`with r as (delete from campaign_recipients where phone = ${s.phone} returning id),
+      sql`with r as (delete from campaign_recipients where phone = ${s.phone}
+                     returning id, campaign_id),
             a as (delete from campaign_attempts where recipient_id in (select id from r)),
             c as (delete from contact_counts where phone = ${s.phone})
-          select count(*) as recipients from r`,
+          select count(*) as recipients, json_agg(distinct campaign_id) as campaigns from r`,
     );
+    const campaigns = row?.campaigns ?? null;
+    const ids = typeof campaigns === 'string' ? JSON.parse(campaigns) : (campaigns ?? []);
+    await compactCounts(tx, ids);
     return { campaignRecipients: Number(row?.recipients ?? 0) };
   },
 };

@@ -17,6 +17,7 @@ import { COMPACT_AFTER_ROWS, compactCounts } from '../../src/campaigns/counts.ts
 import { progressOf } from '../../src/campaigns/read.ts';
 import { type Database, type Db, idList, rowsOf, type Tx } from '../../src/db/client.ts';
 import { migrateDatabase } from '../../src/db/migrate.ts';
+import { buildTestApp, phone } from '../support/app.ts';
 import { availableEngines, describeEachEngine } from '../support/db.ts';
 import { emptyDatabase, migrateWith, migrationsBefore } from '../support/migrations.ts';
 import { ONE_CONNECTION, onlyIf } from '../support/skip.ts';
@@ -220,6 +221,35 @@ describeEachEngine('campaign counts', (ctx) => {
     expect(folded.rows.recipients).toBe(0);
     // one row per group: pending, done with an outcome, done without
     expect(folded.rows.counts).toBe(3);
+  });
+
+  it("stay few through the erasures of a finished campaign's numbers", async () => {
+    const { app } = buildTestApp(ctx.database());
+    const id = await newCampaign(db());
+    const phones = Array.from({ length: 80 }, () => phone());
+    await db().execute(sql`
+      insert into campaign_recipients (campaign_id, line, phone, vars, state, attempts)
+      select ${id}::uuid, t.line, t.phone, '{}'::jsonb, 'done', 1
+      from jsonb_array_elements_text(${JSON.stringify(phones)}::jsonb)
+        with ordinality as t(phone, line)`);
+    await db().execute(
+      sql`update campaigns set state = 'done', finished_at = now() where id = ${id}`,
+    );
+    await compactCounts(db(), [id], 0);
+    // no scheduler folds a finished campaign: each erasure appends its -1, and folds them
+    // once they pile up past COMPACT_AFTER_ROWS
+    for (const p of phones.slice(0, COMPACT_AFTER_ROWS + 6)) {
+      const res = await app.request(`/v1/subjects/${encodeURIComponent(p)}`, { method: 'DELETE' });
+      expect(res.status).toBe(200);
+    }
+    const [rows] = rowsOf<{ n: number | string }>(
+      await db().execute(sql`select count(*) as n from campaign_counts where campaign_id = ${id}`),
+    );
+    expect(Number(rows!.n)).toBeLessThanOrEqual(COMPACT_AFTER_ROWS);
+    expect(await counted(db(), [id])).toEqual(await grouped(db(), [id]));
+    expect(await grouped(db(), [id])).toEqual([
+      { campaign_id: id, state: 'done', outcome: null, n: 10, attempts: 10 },
+    ]);
   });
 });
 
