@@ -124,7 +124,8 @@ const MAYBE_SENSITIVE = new RegExp(
     '"(?:to|from|phone|msisdn|recipient|sender|caller|callee|number|subject)":(?:"\\d|\\[)',
     '(?:\\+|%2B)\\d{7}',
     '\\b(?:Bearer|Basic)\\b',
-    '\\bparams: ',
+    // no \b: in the serialized line drizzle's "\nparams: " is the escape `\n` then params
+    'params: ',
     '[?&;](?:token|access_token|api_key|apikey|key|password|secret|signature)=',
   ].join('|'),
   'i',

@@ -119,6 +119,19 @@ describe('the logger', () => {
     });
   });
 
+  it("cuts them out of the error's message alone too, as the workers' warnings log it", () => {
+    const out = capture();
+    const log = createLogger('info', out.stream);
+    const message =
+      'Failed query: insert into "messages" ("text") values ($1)\nparams: Your code is 4821';
+    log.warn({ err: { message }, worker: 'dispatcher' }, 'worker step failed');
+    const line = out.text();
+    expect(line).not.toContain('Your code is 4821');
+    expect(JSON.parse(line).err.message).toBe(
+      'Failed query: insert into "messages" ("text") values ($1)\nparams: [redacted]',
+    );
+  });
+
   it('keeps numbers whole with LOG_PII, and still removes texts and secrets', () => {
     const out = capture();
     const log = createLogger({ level: 'info', logPii: true }, out.stream);
@@ -160,6 +173,8 @@ describe('the logger', () => {
         'Bearer abcdefgh12345678',
         'https://x.test/cb?token=s3cret&a=1',
         'Failed query: select 1\nparams: +380501234567',
+        // drizzle's parameters with nothing else that looks sensitive: message words, a code
+        'Failed query: insert into x values ($1, $2)\nparams: Your code is 4821,42',
         '/v1/messages/order-42',
         'delivered',
         '12345',
