@@ -123,8 +123,9 @@ const MAYBE_SENSITIVE = new RegExp(
     // a digit string under a phone-like key, or an array under one (its strings at any depth)
     '"(?:to|from|phone|msisdn|recipient|sender|caller|callee|number|subject)":(?:"\\d|\\[)',
     '(?:\\+|%2B)\\d{7}',
-    '\\b(?:Bearer|Basic)\\b',
-    // no \b: in the serialized line drizzle's "\nparams: " is the escape `\n` then params
+    // no \b before these: in the serialized line a newline before them is the escape `\n`,
+    // a letter (drizzle's "\nparams: ", a header dump's "\nBearer ...")
+    '(?:Bearer|Basic)\\b',
     'params: ',
     '[?&;](?:token|access_token|api_key|apikey|key|password|secret|signature)=',
   ].join('|'),

@@ -175,6 +175,8 @@ describe('the logger', () => {
         'Failed query: select 1\nparams: +380501234567',
         // drizzle's parameters with nothing else that looks sensitive: message words, a code
         'Failed query: insert into x values ($1, $2)\nparams: Your code is 4821,42',
+        // a credential at the start of a line inside a string
+        'the request headers:\nBearer abcdefgh12345678',
         '/v1/messages/order-42',
         'delivered',
         '12345',
