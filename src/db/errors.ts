@@ -3,6 +3,7 @@
  * layer can answer 503 (retry later) instead of 500, and callers can tell the provider to
  * retry rather than believing something was stored.
  */
+
 import { NOT_THE_DATABASE } from '../errors.ts';
 
 /** The code of the error a request gets while the database is known down (db/availability.ts). */
@@ -134,6 +135,12 @@ export interface DatabaseErrorFields {
 
 const SQLSTATE = /^[0-9A-Z]{5}$/;
 
+/** postgres.js's field (`constraint_name`, ...) or PGlite's (`constraint`, ...), whichever is set. */
+function named(...fields: unknown[]): string | undefined {
+  for (const f of fields) if (typeof f === 'string' && f) return f;
+  return undefined;
+}
+
 /**
  * What a log line says of a failure: its message and, when the database refused a statement,
  * Postgres's own words (`db`): drizzle's message names only the query ("Failed query: ..."),
@@ -152,11 +159,9 @@ export function errorFields(err: unknown): { message: string; db?: DatabaseError
     // Postgres's error (both drivers give its severity), not a system's (EPIPE has five letters)
     if (typeof e.severity !== 'string' || typeof e.code !== 'string' || !SQLSTATE.test(e.code))
       continue;
-    const text = (a: unknown, b: unknown) =>
-      typeof a === 'string' && a ? a : typeof b === 'string' && b ? b : undefined;
-    const constraint = text(e.constraint_name, e.constraint);
-    const table = text(e.table_name, e.table);
-    const column = text(e.column_name, e.column);
+    const constraint = named(e.constraint_name, e.constraint);
+    const table = named(e.table_name, e.table);
+    const column = named(e.column_name, e.column);
     const db: DatabaseErrorFields = {
       code: e.code,
       message: String(e.message),

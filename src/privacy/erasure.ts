@@ -488,17 +488,17 @@ const callPrompts: ErasureStep = {
 const campaignRows: ErasureStep = {
   name: 'campaign recipients',
   async run(tx, s) {
-    const [row] = await rows<{ recipients: number | string; campaigns: string[] | string | null }>(
+    const [row] = await rows<{ recipients: number | string; campaigns: string[] | string }>(
       tx,
       sql`with r as (delete from campaign_recipients where phone = ${s.phone}
                      returning id, campaign_id),
             a as (delete from campaign_attempts where recipient_id in (select id from r)),
             c as (delete from contact_counts where phone = ${s.phone})
-          select count(*) as recipients, json_agg(distinct campaign_id) as campaigns from r`,
+          select count(*) as recipients,
+            coalesce(json_agg(distinct campaign_id), '[]') as campaigns from r`,
     );
-    const campaigns = row?.campaigns ?? null;
-    const ids = typeof campaigns === 'string' ? JSON.parse(campaigns) : (campaigns ?? []);
-    await compactCounts(tx, ids);
+    const campaigns = row?.campaigns ?? [];
+    await compactCounts(tx, typeof campaigns === 'string' ? JSON.parse(campaigns) : campaigns);
     return { campaignRecipients: Number(row?.recipients ?? 0) };
   },
 };

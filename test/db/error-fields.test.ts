@@ -12,12 +12,7 @@ import { ProviderError } from '../../src/provider/http.ts';
 import { loop } from '../../src/workers.ts';
 import { buildTestApp, readJson, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
-
-/** A pino destination that keeps every line. */
-function capture() {
-  const lines: string[] = [];
-  return { lines, stream: { write: (s: string) => void lines.push(s) } };
-}
+import { captureLog } from '../support/log-capture.ts';
 
 describeEachEngine('errorFields', (ctx) => {
   const db = () => ctx.database().db;
@@ -83,7 +78,7 @@ describeEachEngine('errorFields', (ctx) => {
   });
 
   it("a worker step that fails logs the database's code and message", async () => {
-    const out = capture();
+    const out = captureLog();
     const logger = createLogger('info', out.stream);
     const key = uniq('k');
     await db().execute(sql`insert into err_fields (k, n) values (${key}, 1)`);
@@ -109,7 +104,7 @@ describeEachEngine('errorFields', (ctx) => {
   });
 
   it("an unhandled error's log line carries the database's words; the answer does not", async () => {
-    const out = capture();
+    const out = captureLog();
     const { app } = buildTestApp(ctx.database(), { logger: createLogger('info', out.stream) });
     app.get('/boom-db', async (c) => {
       await db().execute(sql`insert into err_fields (k, n) values (${uniq('k')}, -1)`);

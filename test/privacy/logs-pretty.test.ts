@@ -5,15 +5,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createLogger, wantsPretty } from '../../src/logger.ts';
-
-function capture() {
-  const lines: string[] = [];
-  return { stream: { write: (s: string) => void lines.push(s) }, text: () => lines.join('') };
-}
+import { captureLog } from '../support/log-capture.ts';
 
 describe('readable log lines', () => {
   it('are one line per entry, with the level and message, and no JSON envelope', () => {
-    const out = capture();
+    const out = captureLog();
     createLogger({ level: 'info', format: 'pretty' }, out.stream).info({ port: 3000 }, 'listening');
     const line = out.text();
     expect(line).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: listening \{"port":3000\}\n$/);
@@ -22,7 +18,7 @@ describe('readable log lines', () => {
   });
 
   it('keep secrets, texts and phone numbers out, as the JSON lines do', () => {
-    const out = capture();
+    const out = captureLog();
     const to = '+380501234567';
     createLogger({ level: 'info', format: 'pretty' }, out.stream)
       .child({ apiToken: 'tok-in-binding' })
@@ -43,7 +39,7 @@ describe('readable log lines', () => {
     expect(wantsPretty('json', true)).toBe(false);
     expect(wantsPretty('pretty', false)).toBe(true);
     // a destination given (tests, a file): JSON unless pretty is asked for
-    const out = capture();
+    const out = captureLog();
     createLogger({ level: 'info', format: 'auto' }, out.stream).info('x');
     expect(JSON.parse(out.text())).toMatchObject({ msg: 'x' });
   });

@@ -11,23 +11,14 @@ import { createLogger, maskPhone, rewriteLogLine, scrubLogLine } from '../../src
 import { type RunningServer, startServer } from '../../src/server.ts';
 import { phone, readJson, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
+import { captureLog } from '../support/log-capture.ts';
 import { eventually, FAST_TIMINGS } from '../support/server.ts';
-
-/** A pino destination that keeps every line. */
-function capture() {
-  const lines: string[] = [];
-  return {
-    lines,
-    stream: { write: (s: string) => void lines.push(s) },
-    text: () => lines.join(''),
-  };
-}
 
 const digits = (p: string) => p.slice(1);
 
 describe('the logger', () => {
   it('masks phone numbers to their last four digits, wherever they are in the line', () => {
-    const out = capture();
+    const out = captureLog();
     const log = createLogger('info', out.stream);
     const to = '+380501234567';
     log.child({ phone: to }).info(
@@ -55,7 +46,7 @@ describe('the logger', () => {
   });
 
   it('removes secrets and message texts at any depth, in objects, bindings and strings', () => {
-    const out = capture();
+    const out = captureLog();
     const log = createLogger('info', out.stream).child({ apiToken: 'tok-in-binding' });
     log.info(
       {
@@ -98,7 +89,7 @@ describe('the logger', () => {
   });
 
   it('cuts the values out of a failed query, which a database error carries', () => {
-    const out = capture();
+    const out = captureLog();
     const log = createLogger('info', out.stream);
     const err = Object.assign(
       new Error(
@@ -120,7 +111,7 @@ describe('the logger', () => {
   });
 
   it("cuts them out of the error's message alone too, as the workers' warnings log it", () => {
-    const out = capture();
+    const out = captureLog();
     const log = createLogger('info', out.stream);
     const message =
       'Failed query: insert into "messages" ("text") values ($1)\nparams: Your code is 4821';
@@ -133,7 +124,7 @@ describe('the logger', () => {
   });
 
   it('keeps numbers whole with LOG_PII, and still removes texts and secrets', () => {
-    const out = capture();
+    const out = captureLog();
     const log = createLogger({ level: 'info', logPii: true }, out.stream);
     log.info({ to: '+380501234567', text: 'hi there', token: 'abc' }, 'to +380501234567');
     const parsed = JSON.parse(out.text());
@@ -217,7 +208,7 @@ describeEachEngine('what the running server logs', (ctx) => {
   const VIBER_TEXT = `Distinctive viber words ${uniq('v')}`;
   const to = phone();
   const viberFrom = phone();
-  const out = capture();
+  const out = captureLog();
   let server: RunningServer;
   const auth = { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' };
 
@@ -301,7 +292,7 @@ describeEachEngine('what the running server logs', (ctx) => {
   });
 
   it('warns at start when API_TOKEN is not set', async () => {
-    const out = capture();
+    const out = captureLog();
     const server = await startServer(
       loadConfig({ PORT: '0', HOST: '127.0.0.1' }),
       createLogger('info', out.stream),
