@@ -14,10 +14,36 @@
  * await seedHistory(sql, { prefix: 'g-', from: 1, to: 1_000_000, anchor, eventIds: ms });
  */
 import type postgres from 'postgres';
+import { KEYS_TIMED_SINCE } from '../../src/messages/inbox.ts';
 import { PHONE_SQL, uuidv7SqlAt } from '../lib/database.ts';
 import { SPREAD_MS, SPREAD_STEP_MS } from './options.ts';
 
 const CHUNK = 250_000;
+
+/**
+ * The dedup key `/hooks/delivery` gives a body (src/messages/inbox.ts `dedupKey`), in SQL over
+ * the seeded body, its time `at` (the body's timestamp, to the millisecond) and the database's
+ * `inbox_keys.timed_since` in seconds (`since`): the four bytes of the body's seconds, then the
+ * first 28 bytes of the SHA-256, or the SHA-256 alone for a body timed before `since`. In hex,
+ * as the inbox holds it; test/bench/growth.test.ts holds it to `dedupKey`.
+ */
+export function seededKeySql(body: string, at: string, since: string): string {
+  const hash = `sha256(convert_to('delivery' || E'\\n' || ${body}, 'UTF8'))`;
+  const seconds = `floor(extract(epoch from ${at}))::bigint`;
+  return `encode(case when ${seconds} >= ${since}
+    then substring(int8send(${seconds}) from 5 for 4) || substring(${hash} from 1 for 28)
+    else ${hash} end, 'hex')`;
+}
+
+/** The database's `inbox_keys.timed_since` in seconds (none before migration 0023: never). */
+export async function keysTimedSinceSeconds(sql: postgres.Sql): Promise<number | null> {
+  const [table] = await sql<{ present: boolean }[]>`
+    select to_regclass('settings') is not null as present`;
+  if (!table?.present) return null;
+  const [row] = await sql<{ value: string }[]>`
+    select value from settings where key = ${KEYS_TIMED_SINCE}`;
+  return row ? Date.parse(row.value) / 1000 : null;
+}
 /** chunks seeded at once, each in its own transaction on its own connection */
 const SEED_WORKERS = 2;
 
@@ -106,6 +132,8 @@ export async function seedHistory(
   // the dedup keys' own table (migration 0019), when the schema has it
   const [keys] = await sql<{ present: boolean }[]>`
     select to_regclass('inbox_keys') is not null as present`;
+  // keys in time order from migration 0023 (null before it: plain keys)
+  const since = await keysTimedSinceSeconds(sql);
   const eventMs = 'floor(extract(epoch from at) * 1000)::bigint';
   const chunks: [number, number][] = [];
   for (let from = opts.from; from <= opts.to; from += CHUNK) {
@@ -145,7 +173,7 @@ export async function seedHistory(
            from ev)
          ${keys?.present ? ', ib as (' : ''}
          insert into inbox (kind, dedup_key, content_type, body, outcome, pending, received_at)
-         select 'delivery', encode(sha256(convert_to('delivery' || E'\\n' || body, 'UTF8')), 'hex'),
+         select 'delivery', ${seededKeySql('body', 'at', since === null ? "'infinity'::float8" : String(since))},
                 'application/json', body,
                 '{"events":1,"matched":1,"pending":0,"problems":[]}'::jsonb, 0, at
          from (

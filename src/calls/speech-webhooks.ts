@@ -9,7 +9,7 @@ import { groupCommit } from '../db/group-commit.ts';
 import { deleteBodies } from '../db/inbox-refs.ts';
 import { AppError } from '../errors.ts';
 import { subscriptionsOf } from '../events/subscriptions.ts';
-import { dedupKey, type RawCallback } from '../messages/inbox.ts';
+import { dedupKey, keysTimedSince, type RawCallback } from '../messages/inbox.ts';
 import { applyKey } from './apply.ts';
 import { lockedCalls, readHeld } from './call-rows.ts';
 import type { KeyResult } from './decide.ts';
@@ -39,9 +39,10 @@ async function ingestVerified(
 ): Promise<{ answers: (WebhookResult | AppError)[]; queued: number }> {
   const plan = createCallPlan(deps.clock.now());
   let queued = 0;
+  const timedSince = await keysTimedSince(deps.db);
   const answers = await deps.db.transaction(async (tx) => {
     // the raw bodies, first copy of each key only, in key order (the lock order)
-    const keys = items.map((i) => dedupKey('speechcall', i.raw.body));
+    const keys = items.map((i) => dedupKey('speechcall', i.raw.body, timedSince));
     const firsts = new Map<string, Verified>();
     for (const [n, item] of items.entries()) if (!firsts.has(keys[n]!)) firsts.set(keys[n]!, item);
     // both statements sent at once: the held webhooks are read after the locks are taken

@@ -16,7 +16,7 @@ import { DEFAULT_OPT_OUT_WORDS, isOptOutReply } from '../opt-outs/words.ts';
 import { isOverlongId, isPhoneShape, OVERLONG_ID } from '../provider/message.ts';
 import { parseEventTime } from './delivery-parse.ts';
 import { FUTURE_MARGIN_MS, timeRejected } from './event-time.ts';
-import { type RawCallback, storable, storeRaw } from './inbox.ts';
+import { keysTimedSince, type RawCallback, storable, storeRaw } from './inbox.ts';
 import type { IngestDeps, IngestResult } from './ingest.ts';
 import { decodeCursor, encodeCursor } from './read.ts';
 
@@ -67,8 +67,9 @@ export async function ingestViber(
 ): Promise<IngestResult> {
   const optOutWords = deps.optOutWords ?? DEFAULT_OPT_OUT_WORDS;
   const now = deps.clock.now();
+  const timedSince = await keysTimedSince(deps.db);
   return deps.db.transaction(async (tx) => {
-    const inboxId = await storeRaw(tx, 'viber', raw, now);
+    const inboxId = await storeRaw(tx, 'viber', raw, now, timedSince);
     if (inboxId === undefined)
       return { duplicate: true, events: 0, matched: 0, pending: 0, problems: [] };
     let value: unknown;

@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
-import { rowsOf, type Tx } from '../db/client.ts';
+import { type Db, rowsOf, type Tx } from '../db/client.ts';
 import { UNSTORABLE_CHAR } from '../db/errors.ts';
 
 export interface RawCallback {
@@ -12,12 +12,84 @@ export interface RawCallback {
   body: string;
 }
 
+/** The `settings` key of when inbox keys begin with the body's time (migration 0023). */
+export const KEYS_TIMED_SINCE = 'inbox_keys.timed_since';
+
+// the first date and time written in the body, as in JSON or a form (`T`, a space, `+`, or
+// `%20` between them; `:` or `%3A` between the fields); a zone or fraction after it is not read
+const BODY_TIME =
+  /(\d{4})-(\d{2})-(\d{2})(?:[Tt ]|\+|%20)(\d{2})(?::|%3[Aa])(\d{2})(?::|%3[Aa])(\d{2})/;
+
 /**
- * The inbox's dedup key: the kind and the exact bytes of the body, a SHA-256 in hex (inbox_keys
- * holds its bytes: `decode(key, 'hex')`).
+ * The first date and time written in a body, in seconds since 1970 as if it were UTC
+ * (whatever zone follows it: it only orders the keys); undefined when there is none, or it
+ * is before 1970 or after 2105 (four bytes of seconds).
+ *
+ * @example
+ * bodySeconds('{"timestamp":"2025-01-23T10:30:00Z"}'); // 1737628200
  */
-export function dedupKey(kind: string, body: string): string {
-  return createHash('sha256').update(kind).update('\n').update(body).digest('hex');
+export function bodySeconds(body: string): number | undefined {
+  const m = BODY_TIME.exec(body);
+  if (!m) return undefined;
+  const year = Number(m[1]);
+  if (year < 1970) return undefined;
+  const s =
+    Date.UTC(year, Number(m[2]) - 1, Number(m[3]), Number(m[4]), Number(m[5]), Number(m[6])) / 1000;
+  return s < 2 ** 32 ? s : undefined;
+}
+
+/**
+ * The inbox's dedup key of a body: 32 bytes, in hex (inbox_keys holds its bytes:
+ * `decode(key, 'hex')`), from the kind and the exact bytes of the body.
+ *
+ * - A body with a date and time at or after `timedSince` (seconds; the database's
+ *   `keysTimedSince`): those seconds in four bytes (big-endian), then the first 28 bytes of the
+ *   SHA-256 of kind and body. Keys then lie in the index in the order of their callbacks'
+ *   times: a new key and the probe for a retry go to the index's recent end, which stays in
+ *   memory, instead of a random page of an index larger than memory (docs/scaling.md).
+ * - Any other body: the SHA-256 alone, as every key was before migration 0023. A retry is the
+ *   same bytes, so it gets the same key either way.
+ */
+export function dedupKey(
+  kind: string,
+  body: string,
+  /** `keysTimedSince` of the database: keys of bodies timed before it are plain */
+  timedSince: number,
+): string {
+  const hash = createHash('sha256').update(kind).update('\n').update(body).digest();
+  const seconds = bodySeconds(body);
+  if (seconds === undefined || seconds < timedSince) return hash.toString('hex');
+  const key = Buffer.allocUnsafe(32);
+  key.writeUInt32BE(seconds, 0);
+  hash.copy(key, 4, 0, 28);
+  return key.toString('hex');
+}
+
+const timedSinceOf = new WeakMap<Db, Promise<number>>();
+
+/**
+ * From when (seconds) the database's inbox keys begin with the body's time: `settings`'
+ * `inbox_keys.timed_since`, written once by migration 0023 (a day after it ran, so that
+ * bodies of callbacks stored before with plain keys, whatever zone their times are written
+ * in, and those an instance not yet upgraded stores meanwhile, keep those keys; 1970 when it
+ * found no key). Read once per database handle; a failed read is tried again at the next call.
+ */
+export function keysTimedSince(db: Db): Promise<number> {
+  let since = timedSinceOf.get(db);
+  if (!since) {
+    since = readTimedSince(db);
+    timedSinceOf.set(db, since);
+    since.catch(() => timedSinceOf.delete(db));
+  }
+  return since;
+}
+
+async function readTimedSince(db: Db): Promise<number> {
+  const [row] = rowsOf<{ value: string }>(
+    await db.execute(sql`select value from settings where key = ${KEYS_TIMED_SINCE}`),
+  );
+  // no row: a database before migration 0023, whose keys are all plain
+  return row ? Date.parse(row.value) / 1000 : Number.POSITIVE_INFINITY;
 }
 
 // U+0000, and UTF-16 surrogates without their pair
@@ -78,9 +150,11 @@ export async function storeRaw(
   kind: 'delivery' | 'viber' | 'speechcall',
   raw: RawCallback,
   now: Date,
+  /** `keysTimedSince` of the database */
+  timedSince: number,
 ): Promise<number | undefined> {
   const at = now.toISOString();
-  const key = dedupKey(kind, raw.body);
+  const key = dedupKey(kind, raw.body, timedSince);
   const [row] = rowsOf<{ id: number | string }>(
     await tx.execute(sql`
       with k as (

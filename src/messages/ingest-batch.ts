@@ -25,7 +25,7 @@ import { erasedFilter } from '../privacy/erased.ts';
 import { parseDeliveryBody } from './delivery-parse.ts';
 import { inboxIdsOf, type ParsedCallback, planDeliveries, unmatchedOf } from './delivery-plan.ts';
 import { lockAndCheck, writeDeliveries } from './delivery-write.ts';
-import { dedupKey, type RawCallback, storable } from './inbox.ts';
+import { dedupKey, keysTimedSince, type RawCallback, storable } from './inbox.ts';
 import type { IngestDeps, IngestResult } from './ingest.ts';
 
 export interface DeliveryBatcher {
@@ -61,11 +61,12 @@ export async function ingestDeliveries(
   raws: readonly RawCallback[],
 ): Promise<IngestResult[]> {
   const now = deps.clock.now();
+  const timedSince = await keysTimedSince(deps.db);
   const callbacks = raws.map((raw): ParsedCallback => {
     const { events, problems } = storable(
       parseDeliveryBody(raw.contentType, raw.body, deps.statusMap),
     );
-    return { raw, key: dedupKey('delivery', raw.body), events, problems };
+    return { raw, key: dedupKey('delivery', raw.body, timedSince), events, problems };
   });
   try {
     return await storeBatch(deps, callbacks, now);

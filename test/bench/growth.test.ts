@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import {
   diskNeeded,
@@ -11,7 +12,11 @@ import {
   spreadOffsetMs,
   withinGoal,
 } from '../../bench/growth/options.ts';
+import { seededKeySql } from '../../bench/growth/seed.ts';
 import { diskReadKb } from '../../bench/lib/metrics.ts';
+import { rowsOf } from '../../src/db/client.ts';
+import { dedupKey } from '../../src/messages/inbox.ts';
+import { describeEachEngine } from '../support/db.ts';
 
 describe('the growth bench: flags, disk estimate, spread and goal', () => {
   it('reads sizes in millions, decimals allowed, sorted and deduplicated', () => {
@@ -97,5 +102,30 @@ describe('the growth bench: flags, disk estimate, spread and goal', () => {
     expect(diskReadKb('pgpgin0 7\npgpgin 123456\npgpgout 42\n')).toBe(123456);
     expect(diskReadKb('pgpgout 42\npgpginx 5\n')).toBeNaN();
     expect(diskReadKb('')).toBeNaN();
+  });
+});
+
+describeEachEngine("the growth bench's seeded dedup keys", (ctx) => {
+  it('are the keys /hooks/delivery gives the same bodies, before and after the switch', async () => {
+    const db = ctx.database().db;
+    const times = [
+      '2026-10-30T23:59:59.999Z',
+      '2026-11-01T00:00:00.000Z',
+      '2099-01-01T12:00:00.5Z',
+    ];
+    const since = Date.parse('2026-11-01T00:00:00Z') / 1000;
+    for (const at of times) {
+      const body = `{"customerMessageId":"g-1","status":"sent","timestamp":"${at}"}`;
+      for (const switched of [since, Number.POSITIVE_INFINITY]) {
+        const [row] = rowsOf<{ key: string }>(
+          await db.execute(
+            sql.raw(
+              `select ${seededKeySql(`'${body}'`, `'${at}'::timestamptz`, switched === since ? String(since) : "'infinity'::float8")} as key`,
+            ),
+          ),
+        );
+        expect(row?.key).toBe(dedupKey('delivery', body, switched));
+      }
+    }
   });
 });

@@ -9,17 +9,16 @@
  * - a campaign's progress reads its counts, not its recipients, and a few rows once folded;
  * - recipients stored before the migration are counted by it.
  */
-import { rmSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { COMPACT_AFTER_ROWS, compactCounts } from '../../src/campaigns/counts.ts';
 import { progressOf } from '../../src/campaigns/read.ts';
-import { type Database, type Db, idList, rowsOf, type Tx } from '../../src/db/client.ts';
+import { type Db, idList, rowsOf, type Tx } from '../../src/db/client.ts';
 import { migrateDatabase } from '../../src/db/migrate.ts';
 import { buildTestApp, phone } from '../support/app.ts';
-import { availableEngines, describeEachEngine } from '../support/db.ts';
-import { emptyDatabase, migrateWith, migrationsBefore } from '../support/migrations.ts';
+import { describeEachEngine } from '../support/db.ts';
+import { describeMigration } from '../support/migrations.ts';
 import { ONE_CONNECTION, onlyIf } from '../support/skip.ts';
 
 const STATES = ['pending', 'waiting', 'calling', 'retry', 'done', 'skipped', 'cancelled'];
@@ -272,38 +271,24 @@ async function tupleReads(tx: Tx) {
   return { campaign_recipients: of('campaign_recipients'), campaign_counts: of('campaign_counts') };
 }
 
-for (const engine of availableEngines()) {
-  describe(`migration 0022 over earlier recipients [${engine}]`, () => {
-    let test: { database: Database; drop(): Promise<void> };
-    let before: string;
-    beforeAll(async () => {
-      before = migrationsBefore(22);
-      test = await emptyDatabase(engine);
-    });
-    afterAll(async () => {
-      await test?.drop();
-      rmSync(before, { recursive: true, force: true });
-    });
-
-    it('counts the recipients stored before it', async () => {
-      const { database } = test;
-      await migrateWith(database, before);
-      const db = database.db;
-      const ids = [await newCampaign(db), await newCampaign(db)];
-      await db.execute(sql`
+describeMigration(22, 'over earlier recipients', (migrated) => {
+  it('counts the recipients stored before it', async () => {
+    const database = migrated();
+    const db = database.db;
+    const ids = [await newCampaign(db), await newCampaign(db)];
+    await db.execute(sql`
         insert into campaign_recipients (campaign_id, line, phone, vars, state, outcome, attempts)
         select (array[${ids[0]!}::uuid, ${ids[1]!}::uuid])[1 + i % 2], i,
                '+38063' || lpad(i::text, 7, '0'), '{}'::jsonb,
                (array['pending', 'calling', 'done'])[1 + i % 3],
                case when i % 5 = 0 then 'confirmed' end, i % 3
         from generate_series(1, 300) i`);
-      await migrateDatabase(database);
-      const after = await counted(db, ids);
-      expect(after).toEqual(await grouped(db, ids));
-      expect(after.reduce((sum, g) => sum + g.n, 0)).toBe(300);
-      // and the triggers count what comes after
-      await db.execute(sql`update campaign_recipients set state = 'done' where state = 'calling'`);
-      expect(await counted(db, ids)).toEqual(await grouped(db, ids));
-    });
+    await migrateDatabase(database);
+    const after = await counted(db, ids);
+    expect(after).toEqual(await grouped(db, ids));
+    expect(after.reduce((sum, g) => sum + g.n, 0)).toBe(300);
+    // and the triggers count what comes after
+    await db.execute(sql`update campaign_recipients set state = 'done' where state = 'calling'`);
+    expect(await counted(db, ids)).toEqual(await grouped(db, ids));
   });
-}
+});

@@ -6,9 +6,8 @@
  * once none is pending; no foreign key refers to the events), and each migration converts a
  * populated database without losing or changing a row.
  */
-import { rmSync } from 'node:fs';
 import { eq, sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import type { Clock } from '../../src/clock.ts';
 import { type Db, rowsOf } from '../../src/db/client.ts';
 import { INBOX_REFS } from '../../src/db/inbox-refs.ts';
@@ -19,14 +18,16 @@ import { recordEvents } from '../../src/events/record.ts';
 import { replayEvent } from '../../src/events/replay.ts';
 import { webhookId } from '../../src/events/sign.ts';
 import { uuidv7 } from '../../src/ids.ts';
-import { dedupKey, storeRaw } from '../../src/messages/inbox.ts';
+import { dedupKey, keysTimedSince, storeRaw } from '../../src/messages/inbox.ts';
 import { runRetention } from '../../src/privacy/retention.ts';
 import { insertEndpoint, insertEvent } from '../events/delivery-helpers.ts';
 import { waitUntil } from '../faults/helpers.ts';
-import { availableEngines, describeEachEngine } from '../support/db.ts';
-import { emptyDatabase, migrateWith, migrationsBefore } from '../support/migrations.ts';
+import { describeEachEngine } from '../support/db.ts';
+import { describeMigration } from '../support/migrations.ts';
 import { ONE_CONNECTION, onlyIf } from '../support/skip.ts';
 
+// keys as the code before migration 0023 wrote them: the SHA-256 alone
+const PLAIN = Number.POSITIVE_INFINITY;
 const DAY = 86_400_000;
 // a day well before today, so no partition of today's meets these; within the years a
 // UUIDv7's day is believed (switchboard_uuidv7_day, migration 0017)
@@ -317,8 +318,9 @@ describeEachEngine('day partitions', (ctx) => {
     const day = D0 + 160 * DAY;
     await ensurePartitions(db(), new Date(day), 1);
     const body = (n: string) => ({ contentType: 'application/json', body: `{"n":"${n}"}` });
+    const since = await keysTimedSince(db());
     const store = (n: string, at: number) =>
-      db().transaction((tx) => storeRaw(tx, 'delivery', body(n), new Date(at)));
+      db().transaction((tx) => storeRaw(tx, 'delivery', body(n), new Date(at), since));
     const first = await store('a', day + 1000);
     const kept = await store('b', day + DAY + 1000);
     expect(first).toBeTypeOf('number');
@@ -365,7 +367,7 @@ describeEachEngine('day partitions', (ctx) => {
     expect(await refs(kept!)).toBe(2);
     // a's key went with its day (its body's day is wholly before the cutoff), b's stays
     expect(keys).toBeGreaterThanOrEqual(1);
-    const key = (n: string) => dedupKey('delivery', body(n).body);
+    const key = (n: string) => dedupKey('delivery', body(n).body, since);
     expect(
       await count(
         db(),
@@ -464,252 +466,215 @@ describeEachEngine('day partitions', (ctx) => {
   );
 });
 
-for (const engine of availableEngines()) {
-  describe(`migration 0019 over a populated database [${engine}]`, () => {
-    let test: Awaited<ReturnType<typeof emptyDatabase>>;
-    let before: string;
-    beforeAll(async () => {
-      before = migrationsBefore(19);
-      test = await emptyDatabase(engine);
-    });
-    afterAll(async () => {
-      await test?.drop();
-      rmSync(before, { recursive: true, force: true });
-    });
-
-    it('moves every raw body into its day, its key into inbox_keys, keeps what points at it, and drops those foreign keys', async () => {
-      const { database } = test;
-      await migrateWith(database, before);
-      const db = database.db;
-      const today = Math.floor(Date.now() / DAY) * DAY;
-      const days = [today - 40 * DAY, today - 39 * DAY, today - 2 * DAY];
-      const bodies: { n: string; at: number }[] = [];
-      for (const d of days)
-        for (let k = 0; k < 2; k++) bodies.push({ n: `${d}-${k}`, at: d + 1000 + k });
-      // a time no day is made for (before 2020): it stays in the default partition
-      bodies.push({ n: 'old', at: Date.UTC(2019, 5, 1) });
-      for (const b of bodies) {
-        const body = `{"n":"${b.n}"}`;
-        await db.execute(sql`
-          insert into inbox (kind, dedup_key, content_type, body, received_at)
-          values ('delivery', ${dedupKey('delivery', body)}, 'application/json', ${body},
-                  ${new Date(b.at).toISOString()}::timestamptz)`);
-      }
-      const ids = rowsOf<{ id: number | string }>(
-        await db.execute(sql`select id from inbox order by id`),
-      ).map((r) => Number(r.id));
+describeMigration(19, 'over a populated database', (migrated) => {
+  it('moves every raw body into its day, its key into inbox_keys, keeps what points at it, and drops those foreign keys', async () => {
+    const database = migrated();
+    const db = database.db;
+    const today = Math.floor(Date.now() / DAY) * DAY;
+    const days = [today - 40 * DAY, today - 39 * DAY, today - 2 * DAY];
+    const bodies: { n: string; at: number }[] = [];
+    for (const d of days)
+      for (let k = 0; k < 2; k++) bodies.push({ n: `${d}-${k}`, at: d + 1000 + k });
+    // a time no day is made for (before 2020): it stays in the default partition
+    bodies.push({ n: 'old', at: Date.UTC(2019, 5, 1) });
+    for (const b of bodies) {
+      const body = `{"n":"${b.n}"}`;
       await db.execute(sql`
+          insert into inbox (kind, dedup_key, content_type, body, received_at)
+          values ('delivery', ${dedupKey('delivery', body, PLAIN)}, 'application/json', ${body},
+                  ${new Date(b.at).toISOString()}::timestamptz)`);
+    }
+    const ids = rowsOf<{ id: number | string }>(
+      await db.execute(sql`select id from inbox order by id`),
+    ).map((r) => Number(r.id));
+    await db.execute(sql`
         insert into pending_events (inbox_id, customer_message_id, status, at)
         values (${ids[0]!}, 'c-1', 'delivered', now()), (${ids[5]!}, 'c-2', 'read', now())`);
-      await db.execute(sql`
+    await db.execute(sql`
         insert into inbound_messages (id, inbox_id, "from", at)
         values (${uuidv7(days[2]! + 5000)}, ${ids[4]!}, '+380501234567', now())`);
-      const all = async (table: 'inbox' | 'pending_events' | 'inbound_messages') =>
-        rowsOf<{ r: string }>(
-          await db.execute(
-            sql`select row_to_json(t)::text as r from ${sql.identifier(table)} t order by id`,
-          ),
-        ).map((r) => r.r);
-      const inboxBefore = await all('inbox');
-      const pendingBefore = await all('pending_events');
-      const inboundBefore = await all('inbound_messages');
-      expect(inboxBefore).toHaveLength(7);
+    const all = async (table: 'inbox' | 'pending_events' | 'inbound_messages') =>
+      rowsOf<{ r: string }>(
+        await db.execute(
+          sql`select row_to_json(t)::text as r from ${sql.identifier(table)} t order by id`,
+        ),
+      ).map((r) => r.r);
+    const inboxBefore = await all('inbox');
+    const pendingBefore = await all('pending_events');
+    const inboundBefore = await all('inbound_messages');
+    expect(inboxBefore).toHaveLength(7);
 
-      await migrateDatabase(database);
+    await migrateDatabase(database);
 
-      expect(await all('inbox')).toEqual(inboxBefore);
-      expect(await all('pending_events')).toEqual(pendingBefore);
-      expect(await all('inbound_messages')).toEqual(inboundBefore);
-      const names = (await listPartitions(db)).filter((p) => p.table === 'inbox');
-      expect(names.map((p) => p.name)).toEqual(days.map((d) => dayName('inbox', d)));
-      expect(names.map((p) => [p.fromMs, p.toMs])).toEqual(days.map((d) => [d, d + DAY]));
-      expect(await bodyHome(db, ids[0]!)).toBe(dayName('inbox', days[0]!));
-      expect(await bodyHome(db, ids[6]!)).toBe('inbox_default');
-      // every body's key, and nothing else
-      const keys = rowsOf<{ k: string }>(
-        await db.execute(sql`select encode(dedup_key, 'hex') as k from inbox_keys order by 1`),
-      ).map((r) => r.k);
-      expect(keys).toEqual(bodies.map((b) => dedupKey('delivery', `{"n":"${b.n}"}`)).sort());
-      // no foreign key refers to the inbox any more
-      const refers = rowsOf<{ name: string }>(
-        await db.execute(sql`
+    expect(await all('inbox')).toEqual(inboxBefore);
+    expect(await all('pending_events')).toEqual(pendingBefore);
+    expect(await all('inbound_messages')).toEqual(inboundBefore);
+    const names = (await listPartitions(db)).filter((p) => p.table === 'inbox');
+    expect(names.map((p) => p.name)).toEqual(days.map((d) => dayName('inbox', d)));
+    expect(names.map((p) => [p.fromMs, p.toMs])).toEqual(days.map((d) => [d, d + DAY]));
+    expect(await bodyHome(db, ids[0]!)).toBe(dayName('inbox', days[0]!));
+    expect(await bodyHome(db, ids[6]!)).toBe('inbox_default');
+    // every body's key, and nothing else
+    const keys = rowsOf<{ k: string }>(
+      await db.execute(sql`select encode(dedup_key, 'hex') as k from inbox_keys order by 1`),
+    ).map((r) => r.k);
+    expect(keys).toEqual(bodies.map((b) => dedupKey('delivery', `{"n":"${b.n}"}`, PLAIN)).sort());
+    // no foreign key refers to the inbox any more
+    const refers = rowsOf<{ name: string }>(
+      await db.execute(sql`
           select conname as name from pg_constraint
           where contype = 'f' and confrelid = 'inbox'::regclass`),
-      );
-      expect(refers).toEqual([]);
-      // a body stored before is still a duplicate; a new one gets an id after the old ones
-      const again = await db.transaction((tx) =>
-        storeRaw(
-          tx,
-          'delivery',
-          { contentType: 'application/json', body: `{"n":"${bodies[0]!.n}"}` },
-          new Date(),
-        ),
-      );
-      expect(again).toBeUndefined();
-      const fresh = await db.transaction((tx) =>
-        storeRaw(
-          tx,
-          'delivery',
-          { contentType: 'application/json', body: '{"n":"new"}' },
-          new Date(),
-        ),
-      );
-      expect(fresh).toBeGreaterThan(Math.max(...ids));
-    });
+    );
+    expect(refers).toEqual([]);
+    // a body stored before is still a duplicate; a new one gets an id after the old ones
+    const since = await keysTimedSince(db);
+    const again = await db.transaction((tx) =>
+      storeRaw(
+        tx,
+        'delivery',
+        { contentType: 'application/json', body: `{"n":"${bodies[0]!.n}"}` },
+        new Date(),
+        since,
+      ),
+    );
+    expect(again).toBeUndefined();
+    const fresh = await db.transaction((tx) =>
+      storeRaw(
+        tx,
+        'delivery',
+        { contentType: 'application/json', body: '{"n":"new"}' },
+        new Date(),
+        since,
+      ),
+    );
+    expect(fresh).toBeGreaterThan(Math.max(...ids));
   });
+});
 
-  describe(`migration 0018 over a populated database [${engine}]`, () => {
-    let test: Awaited<ReturnType<typeof emptyDatabase>>;
-    let before: string;
-    beforeAll(async () => {
-      before = migrationsBefore(18);
-      test = await emptyDatabase(engine);
-    });
-    afterAll(async () => {
-      await test?.drop();
-      rmSync(before, { recursive: true, force: true });
-    });
-
-    it('moves every event into its day, keeps the deliveries and their attempts, and drops the foreign key', async () => {
-      const { database } = test;
-      await migrateWith(database, before);
-      const db = database.db;
-      const today = Math.floor(Date.now() / DAY) * DAY;
-      const days = [today - 40 * DAY, today - 39 * DAY, today - 2 * DAY];
-      const ep = await insertEndpoint(db, { url: 'https://receiver.example.org/hook' });
-      const events: string[] = [];
-      for (const d of days) {
-        for (let k = 0; k < 2; k++) {
-          const e = await insertEvent(db, [ep.id], { at: new Date(d + 1000 + k) });
-          if (k === 0) await deliver(db, e.deliveryIds[0]!, e.eventId, ep.id, new Date(d + 1500));
-          events.push(e.eventId);
-        }
+describeMigration(18, 'over a populated database', (migrated) => {
+  it('moves every event into its day, keeps the deliveries and their attempts, and drops the foreign key', async () => {
+    const database = migrated();
+    const db = database.db;
+    const today = Math.floor(Date.now() / DAY) * DAY;
+    const days = [today - 40 * DAY, today - 39 * DAY, today - 2 * DAY];
+    const ep = await insertEndpoint(db, { url: 'https://receiver.example.org/hook' });
+    const events: string[] = [];
+    for (const d of days) {
+      for (let k = 0; k < 2; k++) {
+        const e = await insertEvent(db, [ep.id], { at: new Date(d + 1000 + k) });
+        if (k === 0) await deliver(db, e.deliveryIds[0]!, e.eventId, ep.id, new Date(d + 1500));
+        events.push(e.eventId);
       }
-      const foreign = STRAY;
-      await db.execute(sql`
+    }
+    const foreign = STRAY;
+    await db.execute(sql`
         insert into outgoing_events (id, type, subject, data, created_at)
         values (${foreign}, 'call.ended', 'call:x', '{"n":1}', now())`);
-      const all = async (table: 'outgoing_events' | 'event_deliveries' | 'delivery_attempts') =>
-        rowsOf<Record<string, unknown>>(
-          await db.execute(
-            sql`select row_to_json(t)::text as r from ${sql.identifier(table)} t order by id`,
-          ),
-        ).map((r) => r.r);
-      const eventsBefore = await all('outgoing_events');
-      const deliveriesBefore = await all('event_deliveries');
-      const attemptsBefore = await all('delivery_attempts');
-      expect(eventsBefore).toHaveLength(7);
-      expect(deliveriesBefore).toHaveLength(6);
-      expect(attemptsBefore).toHaveLength(3);
+    const all = async (table: 'outgoing_events' | 'event_deliveries' | 'delivery_attempts') =>
+      rowsOf<Record<string, unknown>>(
+        await db.execute(
+          sql`select row_to_json(t)::text as r from ${sql.identifier(table)} t order by id`,
+        ),
+      ).map((r) => r.r);
+    const eventsBefore = await all('outgoing_events');
+    const deliveriesBefore = await all('event_deliveries');
+    const attemptsBefore = await all('delivery_attempts');
+    expect(eventsBefore).toHaveLength(7);
+    expect(deliveriesBefore).toHaveLength(6);
+    expect(attemptsBefore).toHaveLength(3);
 
-      await migrateDatabase(database);
+    await migrateDatabase(database);
 
-      expect(await all('outgoing_events')).toEqual(eventsBefore);
-      expect(await all('event_deliveries')).toEqual(deliveriesBefore);
-      expect(await all('delivery_attempts')).toEqual(attemptsBefore);
-      const names = (await listPartitions(db))
-        .filter((p) => p.table === 'outgoing_events')
-        .map((p) => p.name);
-      expect(names).toEqual(days.map((d) => dayName('outgoing_events', d)));
-      expect(await eventHome(db, events[0]!)).toBe(dayName('outgoing_events', days[0]!));
-      expect(await eventHome(db, foreign)).toBe('outgoing_events_default');
-      // no foreign key refers to the events any more; the attempts' to the deliveries stays
-      const keys = rowsOf<{ name: string; refers: string }>(
-        await db.execute(sql`
+    expect(await all('outgoing_events')).toEqual(eventsBefore);
+    expect(await all('event_deliveries')).toEqual(deliveriesBefore);
+    expect(await all('delivery_attempts')).toEqual(attemptsBefore);
+    const names = (await listPartitions(db))
+      .filter((p) => p.table === 'outgoing_events')
+      .map((p) => p.name);
+    expect(names).toEqual(days.map((d) => dayName('outgoing_events', d)));
+    expect(await eventHome(db, events[0]!)).toBe(dayName('outgoing_events', days[0]!));
+    expect(await eventHome(db, foreign)).toBe('outgoing_events_default');
+    // no foreign key refers to the events any more; the attempts' to the deliveries stays
+    const keys = rowsOf<{ name: string; refers: string }>(
+      await db.execute(sql`
           select conname as name, confrelid::regclass::text as refers from pg_constraint
           where contype = 'f'
             and conrelid in ('event_deliveries'::regclass, 'delivery_attempts'::regclass)
           order by conname`),
-      );
-      expect(keys).toEqual([
-        {
-          name: 'delivery_attempts_delivery_id_event_deliveries_id_fk',
-          refers: 'event_deliveries',
-        },
-        { name: 'event_deliveries_endpoint_id_endpoints_id_fk', refers: 'endpoints' },
-      ]);
-      // retention drops the two old days with their deliveries and attempts, once delivered
-      await db.update(eventDeliveries).set({ state: 'delivered' });
-      let dropped = 0;
-      for (let round = 0; round < 10; round++) {
-        const { removed, more } = await runRetention(db, { now: () => new Date() }, 30);
-        dropped += removed.eventPartitions;
-        if (!more) break;
-      }
-      expect(dropped).toBe(2);
-      for (const [i, id] of events.entries()) {
-        const kept = i >= 4 ? 1 : 0;
-        expect(await rowsOfEvent(db, 'event_deliveries', id)).toBe(kept);
-        expect(await eventHome(db, id)).toBe(
-          kept ? dayName('outgoing_events', days[2]!) : undefined,
-        );
-      }
-      expect(await all('delivery_attempts')).toEqual(attemptsBefore.slice(2));
-    });
+    );
+    expect(keys).toEqual([
+      {
+        name: 'delivery_attempts_delivery_id_event_deliveries_id_fk',
+        refers: 'event_deliveries',
+      },
+      { name: 'event_deliveries_endpoint_id_endpoints_id_fk', refers: 'endpoints' },
+    ]);
+    // retention drops the two old days with their deliveries and attempts, once delivered
+    await db.update(eventDeliveries).set({ state: 'delivered' });
+    let dropped = 0;
+    for (let round = 0; round < 10; round++) {
+      const { removed, more } = await runRetention(db, { now: () => new Date() }, 30);
+      dropped += removed.eventPartitions;
+      if (!more) break;
+    }
+    expect(dropped).toBe(2);
+    for (const [i, id] of events.entries()) {
+      const kept = i >= 4 ? 1 : 0;
+      expect(await rowsOfEvent(db, 'event_deliveries', id)).toBe(kept);
+      expect(await eventHome(db, id)).toBe(kept ? dayName('outgoing_events', days[2]!) : undefined);
+    }
+    expect(await all('delivery_attempts')).toEqual(attemptsBefore.slice(2));
   });
+});
 
-  describe(`migration 0017 over a populated database [${engine}]`, () => {
-    let test: Awaited<ReturnType<typeof emptyDatabase>>;
-    let before: string;
-    beforeAll(async () => {
-      before = migrationsBefore(17);
-      test = await emptyDatabase(engine);
-    });
-    afterAll(async () => {
-      await test?.drop();
-      rmSync(before, { recursive: true, force: true });
-    });
-
-    it('moves every row into its day, keeps ids and the sequence, and leaves odd ids in the default', async () => {
-      const { database } = test;
-      await migrateWith(database, before);
-      const db = database.db;
-      // days the migration makes partitions for: within a year of today
-      const today = Math.floor(Date.now() / DAY) * DAY;
-      const days = [today - 40 * DAY, today - 39 * DAY, today - 2 * DAY];
-      const foreign = '5b8e2c1a-0d4f-4c2b-9a1e-3f6d7c8b9a0e'; // a v4 id: no time in it
-      const callIds = days.map((d) => uuidv7(d + 7000));
-      for (const [i, d] of days.entries()) {
-        for (let k = 0; k < 3; k++) {
-          await addEvent(db, uuidv7(d + 1000 + k), new Date(d + 2000 + k));
-        }
-        await db.execute(sql`
+describeMigration(17, 'over a populated database', (migrated) => {
+  it('moves every row into its day, keeps ids and the sequence, and leaves odd ids in the default', async () => {
+    const database = migrated();
+    const db = database.db;
+    // days the migration makes partitions for: within a year of today
+    const today = Math.floor(Date.now() / DAY) * DAY;
+    const days = [today - 40 * DAY, today - 39 * DAY, today - 2 * DAY];
+    const foreign = '5b8e2c1a-0d4f-4c2b-9a1e-3f6d7c8b9a0e'; // a v4 id: no time in it
+    const callIds = days.map((d) => uuidv7(d + 7000));
+    for (const [i, d] of days.entries()) {
+      for (let k = 0; k < 3; k++) {
+        await addEvent(db, uuidv7(d + 1000 + k), new Date(d + 2000 + k));
+      }
+      await db.execute(sql`
           insert into calls (id, flow_id, flow_version, "to", "from", lang, vars, state, snapshot, message_id)
           values (${callIds[i]!}, 'f', 'v', '380501234567', 'Acme', 'en', '{}', 'ended', '{}', ${uuidv7(d)})`);
-        await db.execute(sql`
+      await db.execute(sql`
           insert into call_events (call_id, kind, node, key, detail, at)
           values (${callIds[i]!}, 'key', 'main', '1', '{"n":1}', ${new Date(d + 8000).toISOString()}::timestamptz)`);
-      }
-      await addEvent(db, foreign, new Date(D0));
-      const all = async (table: 'message_events' | 'call_events') =>
-        rowsOf<Record<string, unknown>>(
-          await db.execute(
-            sql`select row_to_json(t)::text as r from ${sql.identifier(table)} t order by id`,
-          ),
-        ).map((r) => r.r);
-      const eventsBefore = await all('message_events');
-      const callEventsBefore = await all('call_events');
-      expect(eventsBefore).toHaveLength(10);
+    }
+    await addEvent(db, foreign, new Date(D0));
+    const all = async (table: 'message_events' | 'call_events') =>
+      rowsOf<Record<string, unknown>>(
+        await db.execute(
+          sql`select row_to_json(t)::text as r from ${sql.identifier(table)} t order by id`,
+        ),
+      ).map((r) => r.r);
+    const eventsBefore = await all('message_events');
+    const callEventsBefore = await all('call_events');
+    expect(eventsBefore).toHaveLength(10);
 
-      await migrateDatabase(database);
+    await migrateDatabase(database);
 
-      expect(await all('message_events')).toEqual(eventsBefore);
-      expect(await all('call_events')).toEqual(callEventsBefore);
-      const names = (await listPartitions(db)).map((p) => p.name).sort();
-      expect(names).toEqual(
-        days.flatMap((d) => [dayName('call_events', d), dayName('message_events', d)]).sort(),
-      );
-      expect(await homes(db, foreign)).toEqual(['message_events_default']);
-      // the sequence went along: a new event's id follows the old ones
-      await addEvent(db, uuidv7(days[2]!), new Date(days[2]!));
-      const [top] = rowsOf<{ id: number | string }>(
-        await db.execute(sql`select max(id) as id from message_events`),
-      );
-      expect(Number(top?.id)).toBe(11);
-      // the call's events still cascade with it
-      await db.execute(sql`delete from calls where id = ${callIds[0]!}`);
-      expect(await all('call_events')).toHaveLength(2);
-    });
+    expect(await all('message_events')).toEqual(eventsBefore);
+    expect(await all('call_events')).toEqual(callEventsBefore);
+    const names = (await listPartitions(db)).map((p) => p.name).sort();
+    expect(names).toEqual(
+      days.flatMap((d) => [dayName('call_events', d), dayName('message_events', d)]).sort(),
+    );
+    expect(await homes(db, foreign)).toEqual(['message_events_default']);
+    // the sequence went along: a new event's id follows the old ones
+    await addEvent(db, uuidv7(days[2]!), new Date(days[2]!));
+    const [top] = rowsOf<{ id: number | string }>(
+      await db.execute(sql`select max(id) as id from message_events`),
+    );
+    expect(Number(top?.id)).toBe(11);
+    // the call's events still cascade with it
+    await db.execute(sql`delete from calls where id = ${callIds[0]!}`);
+    expect(await all('call_events')).toHaveLength(2);
   });
-}
+});

@@ -11,7 +11,7 @@ import { systemClock } from '../../src/clock.ts';
 import { rowsOf } from '../../src/db/client.ts';
 import { inbox, messages } from '../../src/db/schema/index.ts';
 import { statusMapWith } from '../../src/messages/delivery-parse.ts';
-import { storeRaw } from '../../src/messages/inbox.ts';
+import { keysTimedSince, storeRaw } from '../../src/messages/inbox.ts';
 import type { IngestDeps } from '../../src/messages/ingest.ts';
 import { createDeliveryBatcher, ingestDeliveries } from '../../src/messages/ingest-batch.ts';
 import { submitMessages } from '../../src/messages/submit.ts';
@@ -129,11 +129,12 @@ describeEachEngine('delivery callbacks in one transaction', (ctx) => {
       });
       // another instance stores the same body and holds its transaction open
       let otherPid = 0;
+      const since = await keysTimedSince(deps.db);
       const other = deps.db.transaction(async (tx) => {
         otherPid = rowsOf<{ pid: number }>(
           await tx.execute(sql`select pg_backend_pid() as pid`),
         )[0]!.pid;
-        await storeRaw(tx, 'delivery', body, new Date());
+        await storeRaw(tx, 'delivery', body, new Date(), since);
         stored();
         await held;
       });

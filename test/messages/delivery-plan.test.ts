@@ -21,7 +21,7 @@ const created = '2030-01-01T10:00:00.000Z';
 function callback(body: unknown): ParsedCallback {
   const raw = { contentType: 'application/json', body: JSON.stringify(body) };
   const { events, problems } = parseDeliveryBody(raw.contentType, raw.body, DEFAULT_STATUS_MAP);
-  return { raw, key: dedupKey('delivery', raw.body), events, problems };
+  return { raw, key: dedupKey('delivery', raw.body, 0), events, problems };
 }
 
 function locked(id: string, extra: Partial<LockedMessage> = {}): LockedMessage {
@@ -254,7 +254,7 @@ describe('planDeliveries', () => {
   it('keeps an unreadable body with its problems, and orders inbox rows by key', () => {
     const bad: ParsedCallback = {
       raw: { contentType: 'application/json', body: '{not json' },
-      key: dedupKey('delivery', '{not json'),
+      key: dedupKey('delivery', '{not json', 0),
       ...parseDeliveryBody('application/json', '{not json', DEFAULT_STATUS_MAP),
     };
     const ok = callback({ customerMessageId: 'o-a', status: 'sent' });

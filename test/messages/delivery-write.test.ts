@@ -21,11 +21,14 @@ describeEachEngine('delivery callbacks: the dedup lookup', (ctx) => {
       from generate_series(1, 20000) as i
       on conflict do nothing`);
     await db.execute(sql`analyze inbox_keys`);
-    const stored = dedupKey('delivery', 'seed body');
+    const stored = dedupKey('delivery', 'seed body', 0);
     await db.execute(
       sql`insert into inbox_keys (dedup_key, received_at) values (decode(${stored}, 'hex'), now())`,
     );
-    const keys = [stored, ...Array.from({ length: 300 }, (_, i) => dedupKey('delivery', `b${i}`))];
+    const keys = [
+      stored,
+      ...Array.from({ length: 300 }, (_, i) => dedupKey('delivery', `b${i}`, 0)),
+    ];
     const { existing, scans } = await db.transaction(async (tx) => {
       const checked = await lockAndCheck(tx, keys, []);
       const [row] = rowsOf<{ seq: number | string; idx: number | string }>(

@@ -3,22 +3,24 @@
  * given one, in a folder of their own, and an empty database of either engine to apply them to.
  *
  * @example
- * const before = migrationsBefore(17); // 0000 to 0016
- * const { database, drop } = await emptyDatabase('postgres');
- * await migrateWith(database, before); // write rows as the code of then did, then migrateDatabase
+ * describeMigration(17, 'over earlier events', (database) => {
+ *   it('moves them', async () => {
+ *     // database() has 0000 to 0016: write rows as the code of then did, then migrateDatabase
+ *   });
+ * });
  */
 import { randomBytes } from 'node:crypto';
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, describe, inject } from 'vitest';
 import { type Database, openDatabase } from '../../src/db/client.ts';
 import { MIGRATIONS_DIR } from '../../src/db/migrate.ts';
-import type { Engine } from './db.ts';
+import { availableEngines, type Engine } from './db.ts';
 import { databaseUrlWithName } from './global-setup.ts';
 
 /** The committed migrations before number `idx` (those numbered below it), in a new folder. */
@@ -65,4 +67,35 @@ export async function emptyDatabase(
       await a.end();
     },
   };
+}
+
+/**
+ * A suite per engine (`migration 0017 over earlier events [postgres]`) on a new database that
+ * has the migrations before number `idx` applied, dropped afterwards with its folder of
+ * migrations. Its tests write rows as the code of then did, then run `migrateDatabase`.
+ */
+export function describeMigration(
+  idx: number,
+  title: string,
+  body: (database: () => Database) => void,
+): void {
+  for (const engine of availableEngines()) {
+    describe(`migration ${String(idx).padStart(4, '0')} ${title} [${engine}]`, () => {
+      let test: Awaited<ReturnType<typeof emptyDatabase>> | undefined;
+      let before: string | undefined;
+      beforeAll(async () => {
+        before = migrationsBefore(idx);
+        test = await emptyDatabase(engine);
+        await migrateWith(test.database, before);
+      });
+      afterAll(async () => {
+        await test?.drop();
+        if (before) rmSync(before, { recursive: true, force: true });
+      });
+      body(() => {
+        if (!test) throw new Error('database not ready (used outside a test?)');
+        return test.database;
+      });
+    });
+  }
 }
