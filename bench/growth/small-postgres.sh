@@ -21,6 +21,7 @@ name=small
 
 if [ "$limit" = stop ]; then
   pg_dropcluster --stop "$version" "$name"
+  rmdir /sys/fs/cgroup/memory/switchboard-small /sys/fs/cgroup/switchboard-small 2>/dev/null || true
   exit 0
 fi
 
