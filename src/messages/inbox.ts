@@ -23,7 +23,7 @@ const BODY_TIME =
 /**
  * The first date and time written in a body, in seconds since 1970 as if it were UTC
  * (whatever zone follows it: it only orders the keys); undefined when there is none, or it
- * is before 1970 or after 2105 (four bytes of seconds).
+ * is before 1970 or past 2106-02-07T06:28:15 (four bytes of seconds).
  *
  * @example
  * bodySeconds('{"timestamp":"2025-01-23T10:30:00Z"}'); // 1737628200
