@@ -26,6 +26,15 @@ import { describeEachEngine } from '../support/db.ts';
 import { describeMigration } from '../support/migrations.ts';
 import { ONE_CONNECTION, onlyIf } from '../support/skip.ts';
 
+/** Every row of `table` as its JSON text, in id order: what a migration must leave as it was. */
+async function rowsAsJson(db: Db, table: string): Promise<string[]> {
+  return rowsOf<{ r: string }>(
+    await db.execute(
+      sql`select row_to_json(t)::text as r from ${sql.identifier(table)} t order by id`,
+    ),
+  ).map((r) => r.r);
+}
+
 // keys as the code before migration 0023 wrote them: the SHA-256 alone
 const PLAIN = Number.POSITIVE_INFINITY;
 const DAY = 86_400_000;
@@ -493,12 +502,7 @@ describeMigration(19, 'over a populated database', (migrated) => {
     await db.execute(sql`
         insert into inbound_messages (id, inbox_id, "from", at)
         values (${uuidv7(days[2]! + 5000)}, ${ids[4]!}, '+380501234567', now())`);
-    const all = async (table: 'inbox' | 'pending_events' | 'inbound_messages') =>
-      rowsOf<{ r: string }>(
-        await db.execute(
-          sql`select row_to_json(t)::text as r from ${sql.identifier(table)} t order by id`,
-        ),
-      ).map((r) => r.r);
+    const all = (table: 'inbox' | 'pending_events' | 'inbound_messages') => rowsAsJson(db, table);
     const inboxBefore = await all('inbox');
     const pendingBefore = await all('pending_events');
     const inboundBefore = await all('inbound_messages');
@@ -570,12 +574,8 @@ describeMigration(18, 'over a populated database', (migrated) => {
     await db.execute(sql`
         insert into outgoing_events (id, type, subject, data, created_at)
         values (${foreign}, 'call.ended', 'call:x', '{"n":1}', now())`);
-    const all = async (table: 'outgoing_events' | 'event_deliveries' | 'delivery_attempts') =>
-      rowsOf<Record<string, unknown>>(
-        await db.execute(
-          sql`select row_to_json(t)::text as r from ${sql.identifier(table)} t order by id`,
-        ),
-      ).map((r) => r.r);
+    const all = (table: 'outgoing_events' | 'event_deliveries' | 'delivery_attempts') =>
+      rowsAsJson(db, table);
     const eventsBefore = await all('outgoing_events');
     const deliveriesBefore = await all('event_deliveries');
     const attemptsBefore = await all('delivery_attempts');
@@ -648,12 +648,7 @@ describeMigration(17, 'over a populated database', (migrated) => {
           values (${callIds[i]!}, 'key', 'main', '1', '{"n":1}', ${new Date(d + 8000).toISOString()}::timestamptz)`);
     }
     await addEvent(db, foreign, new Date(D0));
-    const all = async (table: 'message_events' | 'call_events') =>
-      rowsOf<Record<string, unknown>>(
-        await db.execute(
-          sql`select row_to_json(t)::text as r from ${sql.identifier(table)} t order by id`,
-        ),
-      ).map((r) => r.r);
+    const all = (table: 'message_events' | 'call_events') => rowsAsJson(db, table);
     const eventsBefore = await all('message_events');
     const callEventsBefore = await all('call_events');
     expect(eventsBefore).toHaveLength(10);
