@@ -6,12 +6,12 @@
  * @example
  * const view = await getMessage(db, 'order-42-sms'); // by id, customerMessageId or messageId
  */
-import { and, asc, desc, eq, lt, or, type SQL, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, getTableColumns, lt, or, type SQL, sql } from 'drizzle-orm';
 import type { Db, Queryable } from '../db/client.ts';
 import { createdWithin } from '../db/created-within.ts';
 import { isUndefinedTable } from '../db/errors.ts';
 import { forgetPartitions, partitionOf } from '../db/partition-map.ts';
-import { type MessageRow, messageEvents, messages } from '../db/schema/index.ts';
+import { type MessageRow, messageEvents, messageRecipients, messages } from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
 import { type ErasedKind, erasedAt } from '../privacy/erased.ts';
@@ -295,21 +295,26 @@ export function decodeCursor(cursor: string): string {
 /**
  * Newest first. Ids are UUIDv7, so "id below the cursor" is a keyset page: a message
  * inserted while a client pages gets a newer id and cannot shift or repeat later pages.
+ * By phone number, the page walks `message_recipients` (its key ends in the message id, so
+ * the cursor and a time span bound that walk) and reads each message by id.
  */
 export async function listMessages(db: Queryable, filter: MessageFilter): Promise<MessageList> {
   const limit = filter.limit ?? 50;
+  const id = filter.to ? messageRecipients.messageId : messages.id;
   const where: SQL[] = [];
-  if (filter.to) where.push(eq(messages.to, filter.to));
+  if (filter.to) where.push(eq(messageRecipients.to, filter.to));
   if (filter.status) where.push(eq(messages.status, filter.status));
   if (filter.type) where.push(eq(messages.type, filter.type));
   if (filter.callId) where.push(eq(messages.callId, filter.callId));
-  where.push(...createdWithin(messages, filter.since, filter.until));
-  if (filter.cursor) where.push(lt(messages.id, decodeCursor(filter.cursor)));
-  const rows = await db
-    .select()
-    .from(messages)
+  where.push(...createdWithin({ id, createdAt: messages.createdAt }, filter.since, filter.until));
+  if (filter.cursor) where.push(lt(id, decodeCursor(filter.cursor)));
+  const all = db.select(getTableColumns(messages)).from(messages).$dynamic();
+  const rows = await (filter.to
+    ? all.innerJoin(messageRecipients, eq(messageRecipients.messageId, messages.id))
+    : all
+  )
     .where(and(...where))
-    .orderBy(desc(messages.id))
+    .orderBy(desc(id))
     .limit(limit + 1);
   const page = rows.slice(0, limit);
   const last = page.at(-1);

@@ -20,7 +20,7 @@
  * const report = await eraseSubject({ db, clock }, '+380501234567');
  * report.removed.messages // 3
  */
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { compactCounts } from '../campaigns/counts.ts';
 import type { Clock } from '../clock.ts';
@@ -126,6 +126,11 @@ function addMessages(subject: Subject, found: MessageKeys[]) {
   }
 }
 
+/** The messages sent to a number, by its own table (src/db/schema/message-recipients.ts). */
+function toPhone(phone: string): SQL {
+  return sql`select message_id from message_recipients where "to" = ${phone}`;
+}
+
 /**
  * Locks in the order the others take them: the dispatcher holds outbox rows while it sends and
  * then updates their messages; callbacks lock a message, then its call. Taken in that same
@@ -137,7 +142,7 @@ const lockMessagesAndCalls: ErasureStep = {
   async run(tx, s) {
     await tx.execute(sql`
       select o.id from outbox o join messages m on m.id = o.message_id
-      where m."to" = ${s.phone}
+      where m.id in (${toPhone(s.phone)})
          or m.call_id in (select id from calls where "to" = ${s.phone})
       order by o.id for update of o`);
     addMessages(
@@ -145,7 +150,7 @@ const lockMessagesAndCalls: ErasureStep = {
       await rows<MessageKeys>(
         tx,
         sql`select id, customer_message_id, provider_message_id from messages
-            where "to" = ${s.phone}
+            where id in (${toPhone(s.phone)})
                or call_id in (select id from calls where "to" = ${s.phone})
             order by id for update`,
       ),

@@ -8,6 +8,8 @@
  *   table's end when the span held less than a page.
  * - So is a flow replay's period, at both ends (src/calls/replay.ts): its last page read
  *   every call of the flow made after the period.
+ * - A list by phone number reads that number's messages through `message_recipients`
+ *   (migration 0024), not the newest messages of every number.
  * - A calls list by state or outcome walks `calls_state_id_idx` or `calls_outcome_id_idx`
  *   (migration 0021): before, a rare state or outcome read every call.
  * - The `switchboard_calls` gauge counts the live states through `calls_state_id_idx`
@@ -185,6 +187,46 @@ describeEachEngine('lists and gauges as the tables grow', (ctx) => {
     expect(new Set([...page.items, ...next.items].map((i) => i.customerMessageId))).toEqual(
       new Set(Array.from({ length: 100 }, (_, k) => `seed-${101 + k}`)),
     );
+  });
+
+  it("reads only the number's messages in a list by number, however many others there are", async () => {
+    await seed(db(), 'messages', ROWS);
+    const answer = await submitMessages(
+      { db: db(), clock: { now: () => minute(5) } },
+      ['a', 'b', 'c'].map((k) => ({
+        type: 'sms',
+        from: 'Shop',
+        to: '+380661234567',
+        text: k,
+        customerMessageId: `by-number-${k}`,
+      })),
+    );
+    expect(answer.accepted).toBe(3);
+    await db().execute(sql`analyze messages`);
+    await db().execute(sql`analyze message_recipients`);
+    // a quiet number among thousands of the busy one's: its own rows, not the newest of all.
+    // Each count has two more: planning the join reads the two ends of messages' key (an
+    // EXPLAIN alone reads them), however many rows the table holds
+    const PLANNING = 2;
+    const quiet = await counted(db(), 'messages', (tx) =>
+      listMessages(tx, { to: '+380661234567', limit: 50 }),
+    );
+    // one clock reading: newest first is by id, which is random within the millisecond
+    expect(quiet.result.items.map((i) => i.id)).toEqual([...answer.created].sort().reverse());
+    expect(quiet.read).toBeLessThanOrEqual(3 + PLANNING);
+    // the busy number: a page, then a page of a span deep in its history
+    const busy = await counted(db(), 'messages', (tx) =>
+      listMessages(tx, { to: '380501234567', limit: 50 }),
+    );
+    expect(busy.result.items).toHaveLength(50);
+    expect(busy.read).toBeLessThanOrEqual(51 + PLANNING);
+    const old = await counted(db(), 'messages', (tx) =>
+      listMessages(tx, { to: '380501234567', since: minute(100), until: minute(109), limit: 50 }),
+    );
+    expect(old.result.items.map((i) => i.customerMessageId)).toEqual(
+      Array.from({ length: 10 }, (_, k) => `seed-${110 - k}`),
+    );
+    expect(old.read).toBeLessThanOrEqual(10 + PLANNING);
   });
 
   it('reads only the span of a calls list since a time', async () => {

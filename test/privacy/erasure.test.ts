@@ -158,6 +158,11 @@ describeEachEngine('DELETE /v1/subjects/{phone}', (ctx) => {
     }
     const listed = await readJson(await app.request(`/v1/messages?to=${encodeURIComponent(P)}`));
     expect(listed.items).toEqual([]);
+    // nor the number's own table (src/db/schema/message-recipients.ts)
+    const recipients = await db().execute(
+      sql`select message_id from message_recipients where "to" = ${P}`,
+    );
+    expect(rowsOf(recipients)).toEqual([]);
     for (const from of [P, digitsP]) {
       const inbound = await readJson(
         await app.request(`/v1/inbound?from=${encodeURIComponent(from)}`),
@@ -176,6 +181,8 @@ describeEachEngine('DELETE /v1/subjects/{phone}', (ctx) => {
   it('keeps everyone else: the other number, and its part of shared bodies', async () => {
     const q1 = await readJson(await app.request(`/v1/messages/${cm.q1}`));
     expect(q1.status).toBe('delivered');
+    const listed = await readJson(await app.request(`/v1/messages?to=${encodeURIComponent(Q)}`));
+    expect(listed.items.map((m: { id: string }) => m.id)).toEqual([q1.id]);
     const inbound = await readJson(await app.request(`/v1/inbound?from=${encodeURIComponent(Q)}`));
     expect(inbound.items.map((i: { text: string }) => i.text)).toEqual(['from Q']);
     const shared = await inboxBodies(cm.q1);

@@ -45,8 +45,8 @@ export const messages = pgTable(
   (t) => [
     // lookups by the provider's id (callbacks, GET /v1/messages/{ref})
     index('messages_provider_message_id_idx').on(t.providerMessageId),
-    // list filters, each ending in id so the cursor walks the index
-    index('messages_to_id_idx').on(t.to, t.id),
+    // list filters, each ending in id so the cursor walks the index (by phone number:
+    // message_recipients, written once instead of at every status move)
     index('messages_status_id_idx').on(t.status, t.id),
     // partial: most messages belong to no call, and every index on messages costs each send
     // and each callback an entry (the dispatcher's update cannot be HOT)

@@ -1,0 +1,218 @@
+/**
+ * `message_recipients` (migration 0024, src/db/schema/message-recipients.ts): which messages
+ * went to a phone number, in a table of its own instead of an index of `messages`, so that a
+ * status move (which cannot be HOT) writes no entry at a random page of it.
+ *
+ * - Triggers keep it equal to the messages' `("to", id)` through every kind of statement, and
+ *   a status move leaves its rows as they were (the same tuple versions, read by `xmin`).
+ * - `GET /v1/messages?to=` reads it and answers as the plain filter over `messages` does, page
+ *   by page, with every other filter beside.
+ * - Migration 0024 copies the messages stored before it and drops the index.
+ */
+import { sql } from 'drizzle-orm';
+import { beforeAll, expect, it } from 'vitest';
+import type { App } from '../../src/app.ts';
+import { type Db, idList, rowsOf } from '../../src/db/client.ts';
+import { migrateDatabase } from '../../src/db/migrate.ts';
+import { encodeCursor, listMessages, type MessageFilter } from '../../src/messages/read.ts';
+import { buildTestApp, json, phone, readJson, uniq } from '../support/app.ts';
+import { describeEachEngine } from '../support/db.ts';
+import { describeMigration } from '../support/migrations.ts';
+
+/** Rows of the messages' `("to", id)` the table lacks, and rows of the table no message has. */
+async function mismatches(db: Db): Promise<unknown[]> {
+  return rowsOf(
+    await db.execute(sql`
+      (select 'missing' as side, "to", id::text from messages
+       except select 'missing', "to", message_id::text from message_recipients)
+      union all
+      (select 'extra', "to", message_id::text from message_recipients
+       except select 'extra', "to", id::text from messages)`),
+  );
+}
+
+const versions = async (db: Db, ids: string[]) =>
+  rowsOf<{ message_id: string; xmin: string }>(
+    await db.execute(sql`
+      select message_id::text, xmin::text from message_recipients
+      where message_id in ${idList(ids, 'uuid')} order by message_id`),
+  );
+
+describeEachEngine('message_recipients', (ctx) => {
+  let app: App;
+  const db = () => ctx.database().db;
+  const submit = async (list: Record<string, unknown>[]) => {
+    const res = await app.request('/v1/messages', json({ messages: list }));
+    expect(res.status).toBe(202);
+    return ((await readJson(res)).messages as { id: string }[]).map((m) => m.id);
+  };
+  const sms = (to: string, text = 'Your order has shipped') => ({
+    from: 'Acme',
+    to,
+    type: 'sms',
+    text,
+    customerMessageId: uniq('rcp'),
+  });
+
+  beforeAll(() => {
+    app = buildTestApp(ctx.database()).app;
+  });
+
+  it('holds one row per message, written once: status moves leave its rows as they were', async () => {
+    const [a, b] = [phone(), phone()];
+    const list = [sms(a), sms(a), sms(b)];
+    const ids = await submit(list);
+    expect(await mismatches(db())).toEqual([]);
+    const before = await versions(db(), ids);
+    expect(before).toHaveLength(3);
+
+    for (const status of ['sent', 'delivered']) {
+      for (const m of list) {
+        const res = await app.request(
+          '/hooks/delivery',
+          json({
+            customerMessageId: m.customerMessageId,
+            status,
+            timestamp: new Date().toISOString(),
+          }),
+        );
+        expect(await readJson(res)).toMatchObject({ matched: 1 });
+      }
+    }
+    const moved = rowsOf<{ status: string }>(
+      await db().execute(sql`select status from messages where id in ${idList(ids, 'uuid')}`),
+    );
+    expect(moved.map((m) => m.status)).toEqual(['delivered', 'delivered', 'delivered']);
+    expect(await versions(db(), ids)).toEqual(before);
+    expect(await mismatches(db())).toEqual([]);
+  });
+
+  it('follows an insert, a change of number and a delete, whatever statement makes them', async () => {
+    const [a, b, c] = [phone(), phone(), phone()];
+    const id = (n: number) => `019b0000-0000-7000-8000-${String(n).padStart(12, '0')}`;
+    const prefix = uniq('raw');
+    // two rows in one statement, as a seed or a restore would write them
+    await db().execute(sql`
+      insert into messages (id, customer_message_id, type, "from", "to", payload, status)
+      values (${id(1)}, ${`${prefix}-1`}, 'sms', 'Acme', ${a}, '{}', 'queued'),
+             (${id(2)}, ${`${prefix}-2`}, 'sms', 'Acme', ${b}, '{}', 'queued')
+      on conflict (id) do nothing`);
+    expect(await mismatches(db())).toEqual([]);
+    await db().execute(sql`update messages set "to" = ${c} where id = ${id(1)}`);
+    expect(await mismatches(db())).toEqual([]);
+    expect((await listMessages(db(), { to: c })).items.map((m) => m.id)).toEqual([id(1)]);
+    expect((await listMessages(db(), { to: a })).items).toEqual([]);
+    await db().execute(sql`delete from messages where id in (${id(1)}, ${id(2)})`);
+    expect(await mismatches(db())).toEqual([]);
+    expect((await listMessages(db(), { to: b })).items).toEqual([]);
+  });
+
+  it('lists by number as the plain filter over messages does: every page, beside every filter', async () => {
+    const numbers = [phone(), phone(), phone()];
+    const list = Array.from({ length: 36 }, (_, i) => ({
+      ...sms(numbers[i % 3]!, `order ${i}`),
+      ...(i % 4 === 0 && { type: 'viber_service' }),
+    }));
+    const ids = await submit(list);
+    // some moved on, as callbacks would
+    await db().execute(sql`
+      update messages set status = 'delivered'
+      where id in ${idList(
+        ids.filter((_, i) => i % 5 < 2),
+        'uuid',
+      )}`);
+    const times = rowsOf<{ created_at: string | Date }>(
+      await db().execute(
+        sql`select created_at from messages where id in ${idList(ids, 'uuid')} order by id`,
+      ),
+    ).map((r) => new Date(r.created_at));
+    const middle = times[Math.floor(times.length / 2)]!;
+
+    /** What the filter means, written plainly over messages. */
+    const plain = async (f: MessageFilter) =>
+      rowsOf<{ id: string }>(
+        await db().execute(sql`
+          select id::text from messages
+          where "to" = ${f.to!}
+            and (${f.status ?? null}::text is null or status = ${f.status ?? null})
+            and (${f.type ?? null}::text is null or type = ${f.type ?? null})
+            and (${f.since?.toISOString() ?? null}::timestamptz is null
+                 or created_at >= ${f.since?.toISOString() ?? null})
+            and (${f.until?.toISOString() ?? null}::timestamptz is null
+                 or created_at <= ${f.until?.toISOString() ?? null})
+          order by id desc`),
+      ).map((r) => r.id);
+    const paged = async (f: MessageFilter) => {
+      const out: string[] = [];
+      let cursor: string | undefined;
+      for (let page = 0; page < 20; page++) {
+        const got = await listMessages(db(), { ...f, limit: 4, ...(cursor && { cursor }) });
+        out.push(...got.items.map((m) => m.id));
+        if (!got.nextCursor) return out;
+        cursor = got.nextCursor;
+      }
+      throw new Error('more pages than messages');
+    };
+
+    let compared = 0;
+    for (const to of numbers) {
+      for (const status of [undefined, 'queued', 'delivered'] as const) {
+        for (const type of [undefined, 'sms', 'viber_service']) {
+          for (const span of [{}, { since: middle }, { until: middle }]) {
+            const f: MessageFilter = { to, status, type, ...span };
+            const expected = await plain(f);
+            expect(await paged(f), JSON.stringify(f)).toEqual(expected);
+            compared += expected.length;
+          }
+        }
+      }
+    }
+    expect(compared).toBeGreaterThan(36);
+    // a cursor from another number's message still bounds the walk by id
+    const last = ids.at(-1)!;
+    const below = await listMessages(db(), { to: numbers[0]!, cursor: encodeCursor(last) });
+    const expected = (await plain({ to: numbers[0]! })).filter((id) => id < last);
+    expect(expected.length).toBeGreaterThan(0);
+    expect(below.items.map((m) => m.id)).toEqual(expected);
+  });
+
+  it('is what messages has instead of an index by phone number', async () => {
+    const indexes = rowsOf<{ indexdef: string }>(
+      await db().execute(sql`select indexdef from pg_indexes where tablename = 'messages'`),
+    );
+    expect(indexes.length).toBeGreaterThan(1);
+    expect(indexes.filter((i) => /\("to"/.test(i.indexdef))).toEqual([]);
+  });
+});
+
+describeMigration(24, 'over messages stored before it', (migrated) => {
+  it('copies every message into the table, and drops the index by phone number', async () => {
+    const database = migrated();
+    const db = database.db;
+    const [a, b] = [phone(), phone()];
+    // stored by the code of then
+    await db.execute(sql`
+      insert into messages (id, customer_message_id, type, "from", "to", payload, status)
+      select ('019b0000-0000-7000-8000-' || lpad(i::text, 12, '0'))::uuid, 'old-' || i, 'sms',
+             'Acme', case when i % 3 = 0 then ${b} else ${a} end, '{}', 'delivered'
+      from generate_series(1, 30) as i`);
+    await migrateDatabase(database);
+
+    expect(await mismatches(db)).toEqual([]);
+    const count = rowsOf<{ n: number | string }>(
+      await db.execute(sql`select count(*) as n from message_recipients`),
+    );
+    expect(Number(count[0]!.n)).toBe(30);
+    const byB = await listMessages(db, { to: b });
+    expect(byB.items).toHaveLength(10);
+    expect(byB.items.map((m) => m.id)).toEqual(
+      [30, 27, 24, 21, 18, 15, 12, 9, 6, 3].map(
+        (i) => `019b0000-0000-7000-8000-${String(i).padStart(12, '0')}`,
+      ),
+    );
+    const gone = rowsOf(
+      await db.execute(sql`select 1 from pg_indexes where indexname = 'messages_to_id_idx'`),
+    );
+    expect(gone).toEqual([]);
+  });
+});
