@@ -126,9 +126,15 @@ function addMessages(subject: Subject, found: MessageKeys[]) {
   }
 }
 
-/** The messages sent to a number, by its own table (src/db/schema/message-recipients.ts). */
-function toPhone(phone: string): SQL {
-  return sql`select message_id from message_recipients where "to" = ${phone}`;
+/**
+ * The ids of a number's messages: those sent to it (src/db/schema/message-recipients.ts) and
+ * those of its calls, each through an index. Written as one OR over `messages`, the lookup read
+ * every message.
+ */
+export function numberMessageIds(phone: string): SQL {
+  return sql`select message_id from message_recipients where "to" = ${phone}
+    union all
+    select id from messages where call_id in (select id from calls where "to" = ${phone})`;
 }
 
 /**
@@ -141,17 +147,14 @@ const lockMessagesAndCalls: ErasureStep = {
   name: 'lock messages and calls',
   async run(tx, s) {
     await tx.execute(sql`
-      select o.id from outbox o join messages m on m.id = o.message_id
-      where m.id in (${toPhone(s.phone)})
-         or m.call_id in (select id from calls where "to" = ${s.phone})
-      order by o.id for update of o`);
+      select id from outbox where message_id in (${numberMessageIds(s.phone)})
+      order by id for update`);
     addMessages(
       s,
       await rows<MessageKeys>(
         tx,
         sql`select id, customer_message_id, provider_message_id from messages
-            where id in (${toPhone(s.phone)})
-               or call_id in (select id from calls where "to" = ${s.phone})
+            where id in (${numberMessageIds(s.phone)})
             order by id for update`,
       ),
     );

@@ -9,7 +9,8 @@
  * - So is a flow replay's period, at both ends (src/calls/replay.ts): its last page read
  *   every call of the flow made after the period.
  * - A list by phone number reads that number's messages through `message_recipients`
- *   (migration 0024), not the newest messages of every number.
+ *   (migration 0024), not the newest messages of every number; so does an erasure's lookup of
+ *   a number's messages.
  * - A calls list by state or outcome walks `calls_state_id_idx` or `calls_outcome_id_idx`
  *   (migration 0021): before, a rare state or outcome read every call.
  * - The `switchboard_calls` gauge counts the live states through `calls_state_id_idx`
@@ -24,6 +25,7 @@ import { compileReplayDraft, replayFlow } from '../../src/calls/replay.ts';
 import { type Db, rowsOf, type Tx } from '../../src/db/client.ts';
 import { listMessages } from '../../src/messages/read.ts';
 import { submitMessages } from '../../src/messages/submit.ts';
+import { numberMessageIds } from '../../src/privacy/erasure.ts';
 import { describeEachEngine } from '../support/db.ts';
 
 const MINUTE = 60_000;
@@ -227,6 +229,34 @@ describeEachEngine('lists and gauges as the tables grow', (ctx) => {
       Array.from({ length: 10 }, (_, k) => `seed-${110 - k}`),
     );
     expect(old.read).toBeLessThanOrEqual(10 + PLANNING);
+  });
+
+  it("finds a number's messages for an erasure by index, however many others there are", async () => {
+    await seed(db(), 'messages', ROWS);
+    const answer = await submitMessages(
+      { db: db(), clock: { now: () => minute(7) } },
+      ['a', 'b'].map((k) => ({
+        type: 'sms',
+        from: 'Shop',
+        to: '+380671234567',
+        text: k,
+        customerMessageId: `erase-me-${k}`,
+      })),
+    );
+    expect(answer.accepted).toBe(2);
+    await db().execute(sql`analyze messages`);
+    await db().execute(sql`analyze message_recipients`);
+    // as the erasure locks them (src/privacy/erasure.ts): before, an OR over messages read
+    // every message
+    const found = await counted(db(), 'messages', (tx) =>
+      tx.execute(sql`
+        select id from messages where id in (${numberMessageIds('+380671234567')})
+        order by id for update`),
+    );
+    expect(rowsOf<{ id: string }>(found.result).map((r) => r.id)).toEqual(
+      [...answer.created].sort(),
+    );
+    expect(found.read).toBeLessThanOrEqual(2 + 2);
   });
 
   it('reads only the span of a calls list since a time', async () => {
