@@ -12,8 +12,7 @@
 -- copied once, here, before the index goes.
 CREATE TABLE "message_recipients" (
 	"to" text NOT NULL,
-	"message_id" uuid NOT NULL,
-	CONSTRAINT "message_recipients_to_message_id_pk" PRIMARY KEY("to","message_id")
+	"message_id" uuid NOT NULL
 );
 --> statement-breakpoint
 CREATE FUNCTION "message_recipients_track"() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -45,5 +44,9 @@ CREATE TRIGGER "message_recipients_update" AFTER UPDATE OF "to" ON "messages"
   FOR EACH ROW WHEN (OLD."to" IS DISTINCT FROM NEW."to") EXECUTE FUNCTION "message_recipients_move"();
 --> statement-breakpoint
 INSERT INTO "message_recipients" ("to", message_id) SELECT "to", id FROM "messages";
+--> statement-breakpoint
+-- the key after the copy: built by sorting once, not entry by entry
+ALTER TABLE "message_recipients"
+  ADD CONSTRAINT "message_recipients_to_message_id_pk" PRIMARY KEY ("to", "message_id");
 --> statement-breakpoint
 DROP INDEX "messages_to_id_idx";
