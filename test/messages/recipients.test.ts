@@ -31,6 +31,9 @@ async function mismatches(db: Db): Promise<unknown[]> {
   );
 }
 
+/** A UUIDv7 of its own for row `n` of a test's hand-written inserts (n < 10^12). */
+const fixedId = (n: number) => `019b0000-0000-7000-8000-${String(n).padStart(12, '0')}`;
+
 const versions = async (db: Db, ids: string[]) =>
   rowsOf<{ message_id: string; xmin: string }>(
     await db.execute(sql`
@@ -89,20 +92,19 @@ describeEachEngine('message_recipients', (ctx) => {
 
   it('follows an insert, a change of number and a delete, whatever statement makes them', async () => {
     const [a, b, c] = [phone(), phone(), phone()];
-    const id = (n: number) => `019b0000-0000-7000-8000-${String(n).padStart(12, '0')}`;
     const prefix = uniq('raw');
     // two rows in one statement, as a seed or a restore would write them
     await db().execute(sql`
       insert into messages (id, customer_message_id, type, "from", "to", payload, status)
-      values (${id(1)}, ${`${prefix}-1`}, 'sms', 'Acme', ${a}, '{}', 'queued'),
-             (${id(2)}, ${`${prefix}-2`}, 'sms', 'Acme', ${b}, '{}', 'queued')
+      values (${fixedId(1)}, ${`${prefix}-1`}, 'sms', 'Acme', ${a}, '{}', 'queued'),
+             (${fixedId(2)}, ${`${prefix}-2`}, 'sms', 'Acme', ${b}, '{}', 'queued')
       on conflict (id) do nothing`);
     expect(await mismatches(db())).toEqual([]);
-    await db().execute(sql`update messages set "to" = ${c} where id = ${id(1)}`);
+    await db().execute(sql`update messages set "to" = ${c} where id = ${fixedId(1)}`);
     expect(await mismatches(db())).toEqual([]);
-    expect((await listMessages(db(), { to: c })).items.map((m) => m.id)).toEqual([id(1)]);
+    expect((await listMessages(db(), { to: c })).items.map((m) => m.id)).toEqual([fixedId(1)]);
     expect((await listMessages(db(), { to: a })).items).toEqual([]);
-    await db().execute(sql`delete from messages where id in (${id(1)}, ${id(2)})`);
+    await db().execute(sql`delete from messages where id in (${fixedId(1)}, ${fixedId(2)})`);
     expect(await mismatches(db())).toEqual([]);
     expect((await listMessages(db(), { to: b })).items).toEqual([]);
   });
@@ -198,7 +200,7 @@ describeMigration(24, 'over messages stored before it', (migrated) => {
     // stored by the code of then
     await db.execute(sql`
       insert into messages (id, customer_message_id, type, "from", "to", payload, status)
-      select ('019b0000-0000-7000-8000-' || lpad(i::text, 12, '0'))::uuid, 'old-' || i, 'sms',
+      select (${fixedId(0).slice(0, -12)} || lpad(i::text, 12, '0'))::uuid, 'old-' || i, 'sms',
              'Acme', case when i % 3 = 0 then ${b} else ${a} end, '{}', 'delivered'
       from generate_series(1, 30) as i`);
     await migrateDatabase(database);
@@ -210,11 +212,7 @@ describeMigration(24, 'over messages stored before it', (migrated) => {
     expect(Number(count[0]!.n)).toBe(30);
     const byB = await listMessages(db, { to: b });
     expect(byB.items).toHaveLength(10);
-    expect(byB.items.map((m) => m.id)).toEqual(
-      [30, 27, 24, 21, 18, 15, 12, 9, 6, 3].map(
-        (i) => `019b0000-0000-7000-8000-${String(i).padStart(12, '0')}`,
-      ),
-    );
+    expect(byB.items.map((m) => m.id)).toEqual([30, 27, 24, 21, 18, 15, 12, 9, 6, 3].map(fixedId));
     const gone = rowsOf(
       await db.execute(sql`select 1 from pg_indexes where indexname = 'messages_to_id_idx'`),
     );
