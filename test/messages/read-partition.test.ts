@@ -1,9 +1,10 @@
 /**
- * `GET /v1/messages/{ref}` by id reads the timeline from its day partition
- * (src/db/partition-map.ts, byIdInPartition in src/messages/read.ts), on PGlite and on
- * Postgres. The fast path is held to the plain one: every read by id equals the read of the
- * same message by its customerMessageId, which goes through the parent table; and it stays
- * right when the map is behind the catalog (a day dropped or made since it was listed).
+ * `GET /v1/messages/{ref}` reads the timeline from its day partition (src/db/partition-map.ts,
+ * readFromDay in src/messages/read.ts): by id at once, by customerMessageId or messageId after
+ * finding the id. On PGlite and on Postgres. The fast path is held to the plain one: the read
+ * by each of a message's three refs equals the plain read (`throughParent`: one statement
+ * through the parent table); and it stays right when the map is behind the catalog (a day
+ * dropped or made since it was listed).
  */
 import { sql } from 'drizzle-orm';
 import { expect, it } from 'vitest';
@@ -27,6 +28,7 @@ async function addMessage(db: Db, ms: number, cmid: string, statuses: string[]) 
   await db.insert(messages).values({
     id,
     customerMessageId: cmid,
+    providerMessageId: `pm-${cmid}`,
     type: 'sms',
     from: 'Shop',
     to: '380501234567',
@@ -44,11 +46,15 @@ async function addMessage(db: Db, ms: number, cmid: string, statuses: string[]) 
   return id;
 }
 
-/** The read by id and the read through the parent (by customerMessageId) agree. */
+/** The reads by id, customerMessageId and messageId, and the plain reads by each, agree. */
 async function readBoth(db: Db, id: string, cmid: string) {
-  const byId = await getMessage(db, id);
-  expect(byId).toEqual(await getMessage(db, cmid));
-  return byId;
+  const plain = await getMessage(db, id, { throughParent: true });
+  expect(plain.id).toBe(id);
+  for (const ref of [id, cmid, `pm-${cmid}`]) {
+    expect(await getMessage(db, ref)).toEqual(plain);
+    expect(await getMessage(db, ref, { throughParent: true })).toEqual(plain);
+  }
+  return plain;
 }
 
 describeEachEngine('reading a message by id from its day partition', (ctx) => {
@@ -84,6 +90,21 @@ describeEachEngine('reading a message by id from its day partition', (ctx) => {
     const view = await getMessage(db(), looksLikeId);
     expect(view.id).toBe(id);
     expect(view.timeline.map((e) => e.status)).toEqual(['queued', 'accepted']);
+    expect(view).toEqual(await getMessage(db(), looksLikeId, { throughParent: true }));
+  });
+
+  it('names the same message by each ref as the plain read, a customerMessageId first', async () => {
+    // one message's customerMessageId is the other's messageId: the customerMessageId wins
+    const named = await addMessage(db(), D0 + 4000, 'pm-rp-other', ['queued', 'sent']);
+    await addMessage(db(), D0 + DAY + 4000, 'rp-other', ['queued', 'delivered']);
+    const view = await getMessage(db(), 'pm-rp-other');
+    expect(view.id).toBe(named);
+    expect(view).toEqual(await getMessage(db(), 'pm-rp-other', { throughParent: true }));
+    for (const how of [{}, { throughParent: true }]) {
+      await expect(getMessage(db(), 'rp-nothing', how)).rejects.toMatchObject({
+        code: 'NOT_FOUND',
+      });
+    }
   });
 
   it('reads through the parent when the day was dropped or made after it was listed', async () => {
