@@ -224,7 +224,7 @@ function readsOf(db: Db) {
 /**
  * The message whose id is `id` with its timeline, read from the timeline's own day partition;
  * undefined when that partition is not known or has gone meanwhile, or no message has that id
- * (the caller then reads by every ref, through the parent).
+ * (readFromDay then finds the id the ref names, and reads through the parent if it must).
  */
 async function byIdInPartition(
   db: Db,
@@ -265,8 +265,8 @@ async function readThroughParent(db: Db, ref: string): Promise<ReadRow | undefin
  * The message `ref` names with its timeline, from its timeline's day partition: by an id at
  * once; by a customerMessageId or messageId, its id first (one indexed lookup): through the
  * parent, Postgres opens every day's partition (38 days: 0.5-0.7 ms a read, against 0.22 ms
- * for both statements; docs/performance.md).
- * By the plain read when the day is not listed or has gone.
+ * for both statements; docs/performance.md). By the plain read when the day is not listed or
+ * has gone.
  */
 async function readFromDay(db: Db, ref: string): Promise<ReadRow | undefined> {
   const reads = readsOf(db);
