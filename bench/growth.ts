@@ -8,7 +8,9 @@
  * bench's loads (bench/growth/measure.ts): callbacks on `/hooks/delivery` at a fixed rate,
  * a drain of new queued messages (`benchDispatch`), and `GET /v1/messages/{ref}` of random
  * refs of every age and of the last day's; CPU per request of the server and of Postgres,
- * p99, and the tables' sizes. After the last size, the project's retention removes the oldest day. Before any
+ * p99, and the tables' sizes. Each load runs `--windows` times (default 3); the step's
+ * figures are the windows' medians, and every window's own figures (with its p99 by second,
+ * the machine's steal and Postgres's wait events) are in the results file. After the last size, the project's retention removes the oldest day. Before any
  * seeding the disk the largest size needs is checked where Postgres keeps its data.
  *
  * Prints one table (a row per size) and the goal (CPU per request and p99 at the largest size
@@ -25,6 +27,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import postgres from 'postgres';
 import { startFlags } from '../scripts/start-flags.ts';
 import { openDatabase } from '../src/db/client.ts';
 import { migrateDatabase } from '../src/db/migrate.ts';
@@ -32,7 +35,7 @@ import { type BenchContext, CALLBACK_TOKEN, round } from './context.ts';
 import { benchDispatch, type DispatchBench } from './dispatch.ts';
 import { dataDisk } from './growth/disk.ts';
 import {
-  type Measured,
+  type GrowthContext,
   measureIngest,
   measureRead,
   measureRetention,
@@ -40,6 +43,7 @@ import {
   TABLES,
   type TableSizes,
   tableSizes,
+  type Windowed,
 } from './growth/measure.ts';
 import {
   BYTES_PER_MESSAGE_BEFORE_MEASURED,
@@ -79,13 +83,13 @@ interface Step {
   vacuumSeconds: number;
   databaseBytes: number;
   sizes: TableSizes;
-  ingest: Measured & { messages: number };
+  ingest: Windowed & { messages: number };
   /** with the kilobytes the machine read from disk per message, queueing and drain */
   dispatch: DispatchBench & { diskKbPerMessage: number };
   /** reads of messages of every age */
-  read: Measured;
+  read: Windowed;
   /** reads of messages made in the history's last day, as most reads of a live service are */
-  readRecent: Measured;
+  readRecent: Windowed;
   /** the machine's CPUs while this step measured (others' work included) */
   machine: MachineShare & { loadAverage: number };
 }
@@ -129,7 +133,7 @@ function goals(steps: Step[]): GoalRow[] {
 }
 
 function printSteps(steps: Step[]): void {
-  const cpu = (m: Measured) => `${m.cpu.switchboardUsPerRequest} + ${m.cpu.postgresUsPerRequest}`;
+  const cpu = (m: Windowed) => `${m.cpu.switchboardUsPerRequest} + ${m.cpu.postgresUsPerRequest}`;
   const size = (s: Step, t: string) =>
     `${mb(s.sizes[t]!.totalBytes)} (${mb(s.sizes[t]!.indexBytes)})`;
   printGrid(
@@ -221,12 +225,15 @@ async function main(): Promise<void> {
   const largest = opts.sizes.at(-1)!;
   const logDir = mkdtempSync(join(tmpdir(), 'switchboard-growth-'));
   const db = await createBenchDatabase(adminUrl);
+  // pg_stat_activity's sampler, from outside the bench database (bench/lib/metrics.ts)
+  const monitor = postgres(adminUrl, { max: 1, onnotice: () => {} });
   const children: Child[] = [];
   let cleaned = false;
   const cleanup = async () => {
     if (cleaned) return;
     cleaned = true;
     await Promise.all(children.map((c) => c.stop()));
+    await monitor.end({ timeout: 5 });
     if (opts.keep) {
       await db.sql.end({ timeout: 5 });
       log(`database ${db.name} kept (--keep); drop it with: drop database "${db.name}"`);
@@ -323,7 +330,9 @@ async function main(): Promise<void> {
     });
     children.push(server);
     // the parts reused here load the server and the sandbox only, never the bare endpoint
-    const ctx: BenchContext = {
+    const ctx: GrowthContext = {
+      monitor,
+      windows: opts.windows,
       db,
       server,
       sandbox,
@@ -426,7 +435,7 @@ async function main(): Promise<void> {
     );
     printRetention(retention);
     console.log(
-      `\ngoal: at ${millions(largest)} within 20 % of ${millions(opts.sizes[0]!)} (lower is better)`,
+      `\ngoal: at ${millions(largest)} within 20 % of ${millions(opts.sizes[0]!)} (lower is better; each the median of ${opts.windows} windows)`,
     );
     printGrid(
       ['measurement', millions(opts.sizes[0]!), millions(largest), 'ratio', 'met'],

@@ -13,6 +13,8 @@ export interface GrowthOptions {
   sizes: number[];
   /** seconds of each measured load */
   seconds: number;
+  /** windows of each load per step; the step's figures are their medians */
+  windows: number;
   /** callbacks per second offered to /hooks/delivery (part (a)'s rate) */
   ingestRate: number;
   /** reads per second offered to GET /v1/messages/{ref} (part (d)'s rate) */
@@ -26,7 +28,7 @@ export interface GrowthOptions {
 export const DEFAULT_SIZES_MILLIONS = [1, 5, 20];
 
 const USAGE =
-  'usage: npm run bench:growth -- [--sizes=1,5,20] [--seconds=10] [--ingest-rate=2000] [--read-rate=500] [--dispatch=50000] [--keep]';
+  'usage: npm run bench:growth -- [--sizes=1,5,20] [--seconds=10] [--windows=3] [--ingest-rate=2000] [--read-rate=500] [--dispatch=50000] [--keep]';
 
 function positive(flag: string, value: string): number {
   const n = Number(value);
@@ -54,6 +56,7 @@ export function parseGrowthArgs(args: readonly string[]): GrowthOptions {
   const opts: GrowthOptions = {
     sizes: DEFAULT_SIZES_MILLIONS.map((m) => m * 1e6),
     seconds: 10,
+    windows: 3,
     ingestRate: 2000,
     readRate: 500,
     dispatch: 50_000,
@@ -66,6 +69,8 @@ export function parseGrowthArgs(args: readonly string[]): GrowthOptions {
     else if (value === undefined) throw new Error(`unknown argument "${arg}"\n${USAGE}`);
     else if (flag === 'sizes') opts.sizes = parseSizes(value);
     else if (flag === 'seconds') opts.seconds = positive('--seconds', value);
+    else if (flag === 'windows')
+      opts.windows = Math.max(1, Math.round(positive('--windows', value)));
     else if (flag === 'ingest-rate') opts.ingestRate = Math.round(positive('--ingest-rate', value));
     else if (flag === 'read-rate') opts.readRate = Math.round(positive('--read-rate', value));
     else if (flag === 'dispatch') opts.dispatch = Math.round(positive('--dispatch', value));

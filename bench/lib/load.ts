@@ -51,6 +51,12 @@ export interface LoadResult {
   offered?: number;
   /** CPU the open-loop generator spent per request (it shares the cores with the server) */
   clientCpuUsPerRequest?: number;
+  /**
+   * Open loop only: the p99 of the requests due in each second of the run, in order (NaN for
+   * a second none of whose requests was answered). One slow second among fast ones is a
+   * stall; every second slow is a server that cannot keep the rate.
+   */
+  p99BySecond?: number[];
 }
 
 export function percentile(sorted: number[], p: number): number {
@@ -181,15 +187,26 @@ async function openLoop(opts: LoadOptions & { rate: number }): Promise<LoadResul
   writeTrace(opts, done);
   const latencies: number[] = [];
   const statuses: Record<string, number> = {};
+  const bySecond: number[][] = Array.from({ length: Math.ceil(total / opts.rate) }, () => []);
   for (let i = 0; i < total; i++) {
     const status = done.statuses[i]!;
     if (status === 0) continue;
     latencies.push(done.latencies[i]!);
     statuses[status] = (statuses[status] ?? 0) + 1;
+    bySecond[Math.floor(i / opts.rate)]!.push(done.latencies[i]!);
   }
+  const p99BySecond = bySecond.map((second) =>
+    round(
+      percentile(
+        second.sort((a, b) => a - b),
+        99,
+      ),
+    ),
+  );
   return {
     ...summary(latencies, statuses, done.errors, done.seconds, opts.rate),
     clientCpuUsPerRequest: Math.round((done.cpuSeconds * 1e6) / total),
+    p99BySecond,
   };
 }
 

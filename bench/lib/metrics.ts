@@ -200,3 +200,46 @@ export function rssWatch(proc: { memory(): { rssKiB: number } | undefined }) {
     },
   };
 }
+
+/**
+ * What the database's client backends were doing while a load ran: `pg_stat_activity`
+ * sampled every `everyMs` on `monitor` (a connection to another database, so its own queries
+ * count neither among the sampled backends nor in `cpuMeter`'s Postgres CPU), each active
+ * backend counted under its wait event (`IO:DataFileRead`, `Lock:transactionid`, ...) or
+ * `CPU` when it waits for nothing. `stop` gives the average number of backends in each, the
+ * "average active sessions" of Postgres monitoring: 0.9 `IO:WALSync` says commits waited
+ * on the disk most of the window.
+ */
+export function waitSampler(monitor: postgres.Sql, database: string, everyMs = 50) {
+  const counts = new Map<string, number>();
+  let samples = 0;
+  let busy = false;
+  const timer = setInterval(() => {
+    if (busy) return; // a slow sample is skipped, not queued
+    busy = true;
+    monitor<{ wait: string; n: number }[]>`
+      select coalesce(wait_event_type || ':' || wait_event, 'CPU') as wait, count(*)::int as n
+      from pg_stat_activity
+      where datname = ${database} and state = 'active' and backend_type = 'client backend'
+      group by 1`
+      .then((rows) => {
+        samples++;
+        for (const { wait, n } of rows) counts.set(wait, (counts.get(wait) ?? 0) + n);
+      })
+      .catch(() => {}) // a lost sample only lowers the count
+      .finally(() => {
+        busy = false;
+      });
+  }, everyMs);
+  return {
+    stop(): { samples: number; activeByWait: Record<string, number> } {
+      clearInterval(timer);
+      const activeByWait = Object.fromEntries(
+        [...counts]
+          .sort((a, b) => b[1] - a[1])
+          .map(([wait, n]) => [wait, samples > 0 ? round(n / samples, 2) : 0]),
+      );
+      return { samples, activeByWait };
+    },
+  };
+}

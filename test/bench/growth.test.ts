@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
+import { type Measured, medianOfWindows } from '../../bench/growth/measure.ts';
 import {
   diskNeeded,
   gcd,
@@ -31,6 +32,7 @@ describe('the growth bench: flags, disk estimate, spread and goal', () => {
     expect(parseGrowthArgs([])).toEqual({
       sizes: [1e6, 5e6, 20e6],
       seconds: 10,
+      windows: 3,
       ingestRate: 2000,
       readRate: 500,
       dispatch: 50_000,
@@ -38,6 +40,8 @@ describe('the growth bench: flags, disk estimate, spread and goal', () => {
     });
     const o = parseGrowthArgs(['--sizes=0.02,0.1', '--seconds=5', '--keep', '--read-rate=200']);
     expect(o).toMatchObject({ sizes: [20_000, 100_000], seconds: 5, keep: true, readRate: 200 });
+    expect(parseGrowthArgs(['--windows=1']).windows).toBe(1);
+    expect(() => parseGrowthArgs(['--windows=0'])).toThrow(/--windows wants a positive number/);
   });
 
   it('refuses unknown flags and values it cannot read', () => {
@@ -96,6 +100,49 @@ describe('the growth bench: flags, disk estimate, spread and goal', () => {
     expect(withinGoal(100, 120)).toBe(true);
     expect(withinGoal(100, 121)).toBe(false);
     expect(withinGoal(100, 80)).toBe(true);
+  });
+
+  it("takes each figure's median over the windows, so one window's stall moves none", () => {
+    const window = (p99: number, server: number, steal: number, waits: Record<string, number>) =>
+      ({
+        load: {
+          rps: 2000,
+          requests: 20_000,
+          p50: p99 / 4,
+          p90: p99 / 2,
+          p99,
+          max: p99 * 2,
+          statuses: { 200: 20_000 },
+          errors: 0,
+          seconds: 10,
+          offered: 2000,
+        },
+        cpu: {
+          switchboardSeconds: server / 100,
+          postgresSeconds: 2,
+          switchboardUsPerRequest: server,
+          postgresUsPerRequest: 200,
+        },
+        diskKbPerRequest: 0,
+        machine: { busyPercent: 60, stealPercent: steal },
+        waits: { samples: 200, activeByWait: waits },
+      }) satisfies Measured;
+    const windows = [
+      window(30, 400, 0, { CPU: 0.5 }),
+      window(950, 310, 7, { CPU: 0.3, 'IO:WALSync': 0.9 }),
+      window(40, 380, 0, { CPU: 0.4, 'IO:WALSync': 0.1 }),
+    ];
+    const m = medianOfWindows(windows);
+    // the stalled window's p99 (950) and low CPU (310) are not the step's
+    expect(m.load.p99).toBe(40);
+    expect(m.cpu.switchboardUsPerRequest).toBe(380);
+    expect(m.machine.stealPercent).toBe(0);
+    expect(m.waits.activeByWait).toEqual({ CPU: 0.4, 'IO:WALSync': 0.1 });
+    // counts add up; every window is kept as measured
+    expect(m.load.requests).toBe(60_000);
+    expect(m.load.statuses).toEqual({ 200: 60_000 });
+    expect(m.waits.samples).toBe(600);
+    expect(m.windows).toEqual(windows);
   });
 
   it('reads the kilobytes paged in from disk out of /proc/vmstat, NaN without them', () => {

@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runLoad } from '../../bench/lib/load.ts';
 import { responseReader, runOpenLoop } from '../../bench/lib/open-loop.mjs';
 
 interface Reply {
@@ -129,5 +130,34 @@ describe('runOpenLoop', () => {
     await new Promise<void>((resolve) => hang.close(() => resolve()));
     expect(result.errors).toBe(3);
     expect([...result.statuses]).toEqual([0, 0, 0]);
+  });
+
+  it('gives the p99 of each second of requests by when they were due, so a stall shows where it was', async () => {
+    // requests 100..109 (due in the second second) are held 300 ms; the rest answered at once
+    const held = createServer((req, res) => {
+      const i = Number(new URL(req.url ?? '/', 'http://x').searchParams.get('i'));
+      const answer = () => res.end('ok');
+      if (i >= 100 && i < 110) setTimeout(answer, 300);
+      else answer();
+    });
+    await new Promise<void>((resolve) => held.listen(0, '127.0.0.1', resolve));
+    try {
+      const r = await runLoad({
+        url: `http://127.0.0.1:${(held.address() as AddressInfo).port}`,
+        seconds: 2,
+        rate: 100,
+        connections: 20,
+        method: 'GET',
+        request: (i) => ({ path: `/?i=${i}` }),
+      });
+      expect(r.requests).toBe(200);
+      expect(r.p99BySecond).toHaveLength(2);
+      const [first, second] = r.p99BySecond!;
+      // latency counts from when a request was due: a held one is at least its 300 ms late
+      expect(second).toBeGreaterThanOrEqual(300);
+      expect(first).toBeLessThan(second! - 100);
+    } finally {
+      await new Promise<void>((resolve) => held.close(() => resolve()));
+    }
   });
 });
