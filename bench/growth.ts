@@ -31,7 +31,7 @@ import postgres from 'postgres';
 import { startFlags } from '../scripts/start-flags.ts';
 import { openDatabase } from '../src/db/client.ts';
 import { migrateDatabase } from '../src/db/migrate.ts';
-import { type BenchContext, CALLBACK_TOKEN, round } from './context.ts';
+import { type BenchContext, CALLBACK_TOKEN, POLL_NEVER_SECONDS, round } from './context.ts';
 import { benchDispatch, type DispatchBench } from './dispatch.ts';
 import { dataDisk } from './growth/disk.ts';
 import {
@@ -64,8 +64,6 @@ import { diskReadKb, type MachineShare, machineShare, machineTicks } from './lib
 import { machine, printGrid } from './lib/report.ts';
 
 const PREFIX = 'g-';
-/** longer than any run: the bench's server never polls the provider (below) */
-const POLL_NEVER_SECONDS = 7 * 86_400;
 const POSTGRES_SETTINGS: string[] = [
   'shared_buffers',
   'effective_cache_size',
@@ -319,9 +317,8 @@ async function main(): Promise<void> {
         CALLBACK_TOKEN,
         LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
         FLOWS_DIR: join(ROOT, 'bench/flows'),
-        // no status polls in the run: each step's callbacks leave 20 000 messages accepted
-        // under ids the sandbox never issued, and from 15 minutes on the poller would ask for
-        // them every 5 minutes, a load that grows with the steps, in later steps' measurements
+        // no status polls: each step's callbacks leave their messages accepted under ids the
+        // sandbox never issued (bench/context.ts)
         POLL_AFTER_SECONDS: String(POLL_NEVER_SECONDS),
       },
       ready: LISTENING,

@@ -41,7 +41,7 @@ import { migrateDatabase } from '../src/db/migrate.ts';
 import { type PgBouncer, startPgBouncer } from '../test/support/pgbouncer.ts';
 import { benchCampaigns, type CampaignsBench } from './campaigns.ts';
 import { benchCompile, type CompileBench } from './compile.ts';
-import { type BenchContext, CALLBACK_TOKEN, round } from './context.ts';
+import { type BenchContext, CALLBACK_TOKEN, POLL_NEVER_SECONDS, round } from './context.ts';
 import type { DispatchBench } from './dispatch.ts';
 import { benchEvents, type EventsBench } from './events.ts';
 import { benchIngest, type IngestBench } from './ingest.ts';
@@ -734,6 +734,8 @@ async function main(): Promise<void> {
         LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
         // the bench's own copies: (c) and (h) keep recorded prompts, (i) has its two flows
         FLOWS_DIR: join(ROOT, 'bench/flows'),
+        // no status polls: (a)'s messages stay accepted under ids the sandbox never issued
+        POLL_AFTER_SECONDS: String(POLL_NEVER_SECONDS),
       },
       ready: LISTENING,
       logDir,
