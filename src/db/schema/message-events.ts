@@ -35,10 +35,7 @@ export const messageEvents = pgTable(
   (t) => [
     // partitioned by message_id (migration 0017, src/db/partitions.ts): the key must be in it
     primaryKey({ columns: [t.id, t.messageId] }),
-    // a message's events, by message alone (migration 0025): Postgres's B-tree deduplication
-    // keeps one key for all of them, an index a few times smaller than one on (message_id, at,
-    // id) was; a read sorts its handful of events itself
-    index('message_events_message_idx').on(t.messageId),
+    index('message_events_message_at_idx').on(t.messageId, t.at, t.id),
   ],
 );
 
