@@ -10,8 +10,9 @@
  * refs of every age and of the last day's; CPU per request of the server and of Postgres,
  * p99, and the tables' sizes. Each load runs `--windows` times (default 3); the step's
  * figures are the windows' medians, and every window's own figures (with its p99 by second,
- * the machine's steal and Postgres's wait events) are in the results file. After the last size, the project's retention removes the oldest day. Before any
- * seeding the disk the largest size needs is checked where Postgres keeps its data.
+ * the machine's steal and Postgres's wait events) are in the results file. After the last
+ * size, the project's retention removes the oldest day. Before any seeding the disk the
+ * largest size needs is checked where Postgres keeps its data.
  *
  * Prints one table (a row per size) and the goal (CPU per request and p99 at the largest size
  * within 20 % of the smallest), writes `bench/results/growth-<timestamp>.json`, and drops the
