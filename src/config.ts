@@ -15,6 +15,9 @@ export const DEFAULT_CALLING_WINDOW = '09:00-20:00 mon-sat';
 
 import { DEFAULT_LIFETIME_SECONDS } from './provider/message.ts';
 
+/** POLL_EVERY_MAX_SECONDS unset: polls of a quiet message end up an hour apart */
+const DEFAULT_POLL_EVERY_MAX_SECONDS = 3600;
+
 const optionalString = z
   .string()
   .optional()
@@ -160,7 +163,17 @@ export const EnvSchema = z.object({
     'must be between 1 and 5000 (the provider takes at most 5000 messages per request)',
   ),
   POLL_AFTER_SECONDS: positiveInt(900),
-  POLL_EVERY_SECONDS: positiveInt(300),
+  POLL_EVERY_SECONDS: positiveInt(300).refine((n) => n >= 1, 'must be at least 1'),
+  // the wait between polls of one message doubles from POLL_EVERY_SECONDS up to this; unset:
+  // an hour, or POLL_EVERY_SECONDS when that is longer
+  POLL_EVERY_MAX_SECONDS: optionalString.transform((v, ctx) => {
+    if (v === undefined) return undefined;
+    if (!/^\d+$/.test(v)) {
+      ctx.addIssue({ code: 'custom', message: `must be a whole number, got "${v}"` });
+      return z.NEVER;
+    }
+    return Number(v);
+  }),
   // a message that never gets a final status is marked expired this long after its end
   EXPIRE_MARGIN_SECONDS: positiveInt(3600),
   // the life of a message that states none and whose type has no documented default TTL
@@ -331,6 +344,8 @@ export interface Config {
   /** poll the provider about messages with no final status after this long */
   pollAfterMs: number;
   pollEveryMs: number;
+  /** POLL_EVERY_MAX_SECONDS: the longest wait between two polls of one message */
+  pollEveryMaxMs: number;
   /** how long after its end a message with no final status is marked expired */
   expireMarginMs: number;
   /** the life of a message that states none (no ttl, no dtExpire, no default for its type) */
@@ -447,6 +462,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       },
     ]);
   }
+  if (e.POLL_EVERY_MAX_SECONDS !== undefined && e.POLL_EVERY_MAX_SECONDS < e.POLL_EVERY_SECONDS) {
+    throw new ConfigError([
+      {
+        variable: 'POLL_EVERY_MAX_SECONDS',
+        message: `is the longest wait between two polls of a message, so it must be at least POLL_EVERY_SECONDS (${e.POLL_EVERY_SECONDS}), the first; got ${e.POLL_EVERY_MAX_SECONDS}`,
+      },
+    ]);
+  }
   if (e.SPEECH_ENGINE === 'http' && e.SPEECH_HTTP_URL === undefined) {
     throw new ConfigError([
       {
@@ -496,6 +519,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     dispatchBatchSize: e.DISPATCH_BATCH_SIZE,
     pollAfterMs: e.POLL_AFTER_SECONDS * 1000,
     pollEveryMs: e.POLL_EVERY_SECONDS * 1000,
+    pollEveryMaxMs:
+      (e.POLL_EVERY_MAX_SECONDS ?? Math.max(DEFAULT_POLL_EVERY_MAX_SECONDS, e.POLL_EVERY_SECONDS)) *
+      1000,
     expireMarginMs: e.EXPIRE_MARGIN_SECONDS * 1000,
     messageLifetimeSeconds: e.MESSAGE_LIFETIME_SECONDS,
     retentionDays: e.RETENTION_DAYS,

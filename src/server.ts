@@ -290,6 +290,7 @@ export async function startServer(
     poll: {
       afterMs: config.pollAfterMs,
       everyMs: config.pollEveryMs,
+      maxEveryMs: config.pollEveryMaxMs,
       expireMarginMs: config.expireMarginMs,
     },
     retentionDays: config.retentionDays,

@@ -43,7 +43,7 @@ export interface WorkerDeps {
   metrics: Metrics;
   ingest: IngestDeps;
   dispatch: DispatchOptions;
-  poll: { afterMs: number; everyMs: number; expireMarginMs: number };
+  poll: { afterMs: number; everyMs: number; maxEveryMs: number; expireMarginMs: number };
   /** the call runtime: dispatcher answers for call messages, durable timers */
   calls: EventDeps;
   /** RETENTION_DAYS: older raw callbacks, message texts and events are removed; unset keeps all */

@@ -63,6 +63,8 @@ describe('loadConfig', () => {
     ['SPEECH_HTTP_LANGUAGES', 'english!'],
     ['PROMPT_SECRET', 'short'],
     ['PROMPT_GRACE_MINUTES', '0'],
+    ['POLL_EVERY_SECONDS', '0'],
+    ['POLL_EVERY_MAX_SECONDS', 'hourly'],
   ])('a bad %s stops the start with a message naming it', (variable, value) => {
     let error: unknown;
     try {
@@ -73,6 +75,20 @@ describe('loadConfig', () => {
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as ConfigError).problems[0]?.variable).toBe(variable);
     expect((error as ConfigError).message).toContain(variable);
+  });
+});
+
+describe("the status poller's backoff: POLL_EVERY_SECONDS up to POLL_EVERY_MAX_SECONDS", () => {
+  it('waits at most an hour by default, or POLL_EVERY_SECONDS when that is longer', () => {
+    expect(loadConfig({}).pollEveryMaxMs).toBe(3_600_000);
+    expect(loadConfig({ POLL_EVERY_SECONDS: '7200' }).pollEveryMaxMs).toBe(7_200_000);
+    expect(loadConfig({ POLL_EVERY_MAX_SECONDS: '600' }).pollEveryMaxMs).toBe(600_000);
+  });
+
+  it('refuses a longest wait shorter than the first, naming both', () => {
+    expect(() => loadConfig({ POLL_EVERY_SECONDS: '600', POLL_EVERY_MAX_SECONDS: '300' })).toThrow(
+      /POLL_EVERY_MAX_SECONDS: .*at least POLL_EVERY_SECONDS \(600\).*got 300/,
+    );
   });
 });
 

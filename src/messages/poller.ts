@@ -1,8 +1,10 @@
 /**
  * Asks the provider about messages, and ends the ones it never will say anything more of.
  *
- * - Quiet messages: accepted or sent, with no final status after `afterMs`; each is asked at
- *   most once per `everyMs`, and no longer once its status is final.
+ * - Quiet messages: accepted or sent, with no final status after `afterMs`; asked again
+ *   `everyMs` after the first poll, then twice as long after each (`pollWaits`, up to
+ *   `maxEveryMs`), and no longer once its status is final: a message the provider has nothing
+ *   new on, or answers 404 for, is asked a few dozen times over its life, not every 5 minutes.
  * - Status checks: a message with fallbacks whose final status came from a callback that names
  *   no channel (the provider's webhook) is asked once more, so which channel delivered and what
  *   became of each (the record's `extendedStatuses`) reach its timeline.
@@ -47,7 +49,10 @@ export interface PollDeps {
 
 export interface PollOptions {
   afterMs: number;
+  /** the wait after a message's first poll; it doubles after each poll */
   everyMs: number;
+  /** the longest wait between two polls of a message (unset: `everyMs`, no backoff) */
+  maxEveryMs?: number;
   /** how long after the end of its life a message with no final status is marked expired */
   expireMarginMs?: number;
   limit?: number;
@@ -56,6 +61,23 @@ export interface PollOptions {
 interface Due {
   id: string;
   provider_message_id: string;
+  /** how many times it has been asked about, this time included (0: a status check) */
+  polls: number;
+  /** when it is due again (null: a status check, which leaves its schedule alone) */
+  next_poll_at: string | Date | null;
+}
+
+/**
+ * The waits between polls of one message: `[n - 1]` after its n-th poll, the last one for
+ * every poll after. The claim's SQL indexes this array by `poll_count` (`dueAgainSql`), so
+ * the schedule is written here alone.
+ */
+export function pollWaits(everyMs: number, maxEveryMs = everyMs): number[] {
+  const waits = [everyMs];
+  while (waits[waits.length - 1]! > 0 && waits[waits.length - 1]! < maxEveryMs) {
+    waits.push(Math.min(waits[waits.length - 1]! * 2, maxEveryMs));
+  }
+  return waits;
 }
 
 /** One round: asks about quiet messages and due checks; returns how many were asked about. */
@@ -64,20 +86,22 @@ export async function pollOnce(deps: PollDeps, opts: PollOptions): Promise<numbe
   const limit = opts.limit ?? 100;
   // mark first, in a short transaction: a slow provider never holds row locks, and another
   // instance polling at the same time skips what this one took
+  const dueAgain = dueAgainSql(pollWaits(opts.everyMs, opts.maxEveryMs));
   const due = await deps.db.transaction(async (tx) => [
     ...rowsOf<Due>(
+      // poll_count 0 with a last poll: asked before the count existed (migration 0025), so once
       await tx.execute(sql`
-        update messages set last_polled_at = ${now.toISOString()}::timestamptz
+        update messages set last_polled_at = ${now.toISOString()}::timestamptz,
+          poll_count = greatest(poll_count, case when last_polled_at is null then 0 else 1 end) + 1
         where id in (
           select id from messages
           where status in ('accepted', 'sent') and provider_message_id is not null
             and updated_at < ${new Date(now.getTime() - opts.afterMs).toISOString()}::timestamptz
-            and (last_polled_at is null
-                 or last_polled_at < ${new Date(now.getTime() - opts.everyMs).toISOString()}::timestamptz)
+            and (last_polled_at is null or ${dueAgain} <= ${now.toISOString()}::timestamptz)
           order by updated_at
           limit ${limit}
           for update skip locked)
-        returning id, provider_message_id`),
+        returning id, provider_message_id, poll_count as polls, ${dueAgain} as next_poll_at`),
     ),
     ...rowsOf<Due>(
       await tx.execute(sql`
@@ -88,7 +112,7 @@ export async function pollOnce(deps: PollDeps, opts: PollOptions): Promise<numbe
             order by due_at limit ${limit}
             for update skip locked)
           returning message_id)
-        select m.id, m.provider_message_id from c
+        select m.id, m.provider_message_id, 0 as polls, null as next_poll_at from c
         join messages m on m.id = c.message_id
         where m.provider_message_id is not null`),
     ),
@@ -97,12 +121,29 @@ export async function pollOnce(deps: PollDeps, opts: PollOptions): Promise<numbe
   return due.length;
 }
 
+/**
+ * When a message polled `poll_count` times, last at `last_polled_at`, is due again: the
+ * `pollWaits` entry for its count (a count of 0 with a last poll counts as 1).
+ */
+function dueAgainSql(waits: readonly number[]) {
+  return sql`(last_polled_at + make_interval(secs => (${`{${waits.join(',')}}`}::bigint[])
+    [least(greatest(poll_count, 1), ${waits.length}::int)] / 1000.0))`;
+}
+
 async function askAbout(deps: PollDeps, m: Due): Promise<void> {
   let raw: unknown;
   try {
     raw = (await deps.provider.getMessage(m.provider_message_id)).raw;
   } catch (err) {
-    deps.logger.warn({ err: { message: (err as Error).message } }, 'status poll failed');
+    deps.logger.warn(
+      {
+        err: { message: (err as Error).message },
+        messageId: m.provider_message_id,
+        polls: m.polls,
+        ...(m.next_poll_at !== null && { nextPollAt: new Date(m.next_poll_at).toISOString() }),
+      },
+      'status poll failed',
+    );
     return;
   }
   const parsed = parseStatusRecord(raw, m.provider_message_id, deps.statusMap);

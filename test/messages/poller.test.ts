@@ -13,12 +13,18 @@ import { createLogger } from '../../src/logger.ts';
 import { statusMapWith } from '../../src/messages/delivery-parse.ts';
 import { ingestDelivery } from '../../src/messages/ingest.ts';
 import { ingestDeliveries } from '../../src/messages/ingest-batch.ts';
-import { expireOverdue, pollOnce, type StatusLookup } from '../../src/messages/poller.ts';
+import {
+  expireOverdue,
+  pollOnce,
+  pollWaits,
+  type StatusLookup,
+} from '../../src/messages/poller.ts';
 import { getMessage } from '../../src/messages/read.ts';
 import { submitMessages } from '../../src/messages/submit.ts';
 import type { RecordResult } from '../../src/messages/timeline.ts';
 import { phone, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
+import { captureLog } from '../support/log-capture.ts';
 
 const logger = createLogger('silent');
 const HOUR = 3_600_000;
@@ -127,6 +133,76 @@ describeEachEngine('status poller', (ctx) => {
     clock.advance(48 * HOUR);
     expect(await pollOnce(deps(), opts)).toBe(0);
     expect(p.asked).toEqual(['p-1', 'p-1', 'p-1']);
+  });
+
+  it("backs off: each wait between a quiet message's polls doubles, up to the longest", async () => {
+    const MINUTE = 60_000;
+    const backoff = { ...opts, everyMs: MINUTE, maxEveryMs: 8 * MINUTE };
+    const waits = pollWaits(MINUTE, 8 * MINUTE);
+    expect(waits).toEqual([MINUTE, 2 * MINUTE, 4 * MINUTE, 8 * MINUTE]);
+    // the provider answers 404 for it every time (not in p.records), so nothing ends it
+    await accepted('p-gone');
+    const log = captureLog();
+    const start = clock.now().getTime();
+    const askedAt: number[] = [];
+    // every half minute for an hour: each poll's time is the schedule's, none early or late
+    for (let t = 0; t <= 60 * MINUTE; t += MINUTE / 2) {
+      if ((await pollOnce({ ...deps(), logger: createLogger('warn', log.stream) }, backoff)) > 0)
+        askedAt.push((clock.now().getTime() - start) / MINUTE);
+      clock.advance(MINUTE / 2);
+    }
+    // the SQL's choice of wait against the schedule, for every poll count up to past the cap
+    const expected = [0];
+    for (let n = 1; ; n++) {
+      const next = expected.at(-1)! + waits[Math.min(n, waits.length) - 1]! / MINUTE;
+      if (next > 60) break;
+      expected.push(next);
+    }
+    expect(askedAt).toEqual(expected);
+    expect(askedAt).toEqual([0, 1, 3, 7, 15, 23, 31, 39, 47, 55]);
+    expect(p.asked).toHaveLength(10);
+    // each failure is logged once, with the provider's id, the count and when it is due again
+    const lines = log.lines.map((l) => JSON.parse(l));
+    expect(lines).toHaveLength(10);
+    expect(lines[2]).toMatchObject({
+      msg: 'status poll failed',
+      messageId: 'p-gone',
+      polls: 3,
+      nextPollAt: new Date(start + 7 * MINUTE).toISOString(),
+    });
+    const [row] = await db()
+      .select({ pollCount: messages.pollCount })
+      .from(messages)
+      .where(eq(messages.providerMessageId, 'p-gone'));
+    expect(row?.pollCount).toBe(10);
+  });
+
+  it('counts a message polled before poll_count existed as polled once', async () => {
+    const cmid = await accepted('p-old');
+    const last = clock.now();
+    await db()
+      .update(messages)
+      .set({ lastPolledAt: last, pollCount: 0 })
+      .where(eq(messages.customerMessageId, cmid));
+    const backoff = { ...opts, everyMs: 60_000, maxEveryMs: 600_000 };
+    clock.advance(59_000);
+    expect(await pollOnce(deps(), backoff)).toBe(0);
+    clock.advance(1_000);
+    expect(await pollOnce(deps(), backoff)).toBe(1);
+    // its second poll: the next wait is the schedule's second, 2 minutes
+    clock.advance(119_000);
+    expect(await pollOnce(deps(), backoff)).toBe(0);
+    clock.advance(1_000);
+    expect(await pollOnce(deps(), backoff)).toBe(1);
+  });
+
+  it.each([
+    [300_000, 3_600_000, [300_000, 600_000, 1_200_000, 2_400_000, 3_600_000]],
+    [300_000, 300_000, [300_000]],
+    [300_000, undefined, [300_000]],
+    [60_000, 100_000, [60_000, 100_000]],
+  ])('pollWaits(%i, %s): the waits after each poll', (every, max, waits) => {
+    expect(pollWaits(every, max)).toEqual(waits);
   });
 
   it.each([

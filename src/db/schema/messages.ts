@@ -33,6 +33,8 @@ export const messages = pgTable(
     error: jsonb('error'),
     /** when the status poller last asked the provider about it */
     lastPolledAt: timestamp('last_polled_at', { withTimezone: true, mode: 'date' }),
+    /** how many times the poller has asked about it: the wait before the next grows with it */
+    pollCount: integer('poll_count').notNull().default(0),
     /**
      * when the message's life ends (dtExpire, or its TTLs from dispatch, fallbacks' included):
      * one still without a final status some margin after this is marked expired
