@@ -243,6 +243,46 @@ describeEachEngine('lists and gauges as the tables grow', (ctx) => {
     expect(old.read).toBeLessThanOrEqual(10 + PLANNING);
   });
 
+  it('reads only the messages of a list by type, however many of other types there are', async () => {
+    await seed(db(), 'messages', ROWS);
+    // the oldest messages of all, of a type no other message has: walked newest first, they
+    // came after every sms
+    const answer = await submitMessages(
+      { db: db(), clock: { now: () => new Date(T0 - 10 * MINUTE) } },
+      ['a', 'b', 'c'].map((k) => ({
+        type: 'flashcall',
+        from: 'Shop',
+        to: '+380631234567',
+        customerMessageId: `by-type-${k}`,
+      })),
+    );
+    expect(answer.created).toHaveLength(3);
+    await db().execute(sql`analyze messages`);
+    const rare = await counted(db(), 'messages', (tx) =>
+      listMessages(tx, { type: 'flashcall', limit: 50 }),
+    );
+    expect(rare.result.items.map((i) => i.customerMessageId).sort()).toEqual([
+      'by-type-a',
+      'by-type-b',
+      'by-type-c',
+    ]);
+    // without the index: every one of the 3 000 sms as well
+    expect(rare.read).toBeLessThanOrEqual(3 + PLANNING);
+    // a page of the common type, and one of a span deep in its history
+    const common = await counted(db(), 'messages', (tx) =>
+      listMessages(tx, { type: 'sms', limit: 50 }),
+    );
+    expect(common.result.items).toHaveLength(50);
+    expect(common.read).toBeLessThanOrEqual(51 + PLANNING);
+    const old = await counted(db(), 'messages', (tx) =>
+      listMessages(tx, { type: 'sms', since: minute(100), until: minute(109), limit: 50 }),
+    );
+    expect(old.result.items.map((i) => i.customerMessageId)).toEqual(
+      Array.from({ length: 10 }, (_, k) => `seed-${110 - k}`),
+    );
+    expect(old.read).toBeLessThanOrEqual(10 + PLANNING);
+  });
+
   it("finds a number's messages for an erasure by index, however many others there are", async () => {
     const answer = await quietNumber(db(), '+380671234567', 'erase-me', ['a', 'b'], 7);
     // as the erasure locks them (src/privacy/erasure.ts): before, an OR over messages read
