@@ -370,21 +370,23 @@ export function decodeCursor(cursor: string): string {
 /**
  * Newest first. Ids are UUIDv7, so "id below the cursor" is a keyset page: a message
  * inserted while a client pages gets a newer id and cannot shift or repeat later pages.
- * By phone number, the page walks `message_recipients` (its key ends in the message id, so
- * the cursor and a time span bound that walk) and reads each message by id.
+ * By phone number or type, the page walks `message_recipients` (its key and its type index
+ * end in the message id, so the cursor and a time span bound that walk) and reads each
+ * message by id.
  */
 export async function listMessages(db: Queryable, filter: MessageFilter): Promise<MessageList> {
   const limit = filter.limit ?? 50;
-  const id = filter.to ? messageRecipients.messageId : messages.id;
+  const byKey = Boolean(filter.to || filter.type);
+  const id = byKey ? messageRecipients.messageId : messages.id;
   const where: SQL[] = [];
   if (filter.to) where.push(eq(messageRecipients.to, filter.to));
   if (filter.status) where.push(eq(messages.status, filter.status));
-  if (filter.type) where.push(eq(messages.type, filter.type));
+  if (filter.type) where.push(eq(messageRecipients.type, filter.type));
   if (filter.callId) where.push(eq(messages.callId, filter.callId));
   where.push(...createdWithin({ id, createdAt: messages.createdAt }, filter.since, filter.until));
   if (filter.cursor) where.push(lt(id, decodeCursor(filter.cursor)));
   const all = db.select(getTableColumns(messages)).from(messages).$dynamic();
-  const rows = await (filter.to
+  const rows = await (byKey
     ? all.innerJoin(messageRecipients, eq(messageRecipients.messageId, messages.id))
     : all
   )

@@ -19,15 +19,18 @@ import { buildTestApp, json, phone, readJson, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
 import { describeMigration } from '../support/migrations.ts';
 
-/** Rows of the messages' `("to", id)` the table lacks, and rows of the table no message has. */
+/**
+ * Rows of the messages' `("to", id, type)` the table lacks, and rows of the table no message
+ * has.
+ */
 async function mismatches(db: Db): Promise<unknown[]> {
   return rowsOf(
     await db.execute(sql`
-      (select 'missing' as side, "to", id::text from messages
-       except select 'missing', "to", message_id::text from message_recipients)
+      (select 'missing' as side, "to", id::text, type from messages
+       except select 'missing', "to", message_id::text, type from message_recipients)
       union all
-      (select 'extra', "to", message_id::text from message_recipients
-       except select 'extra', "to", id::text from messages)`),
+      (select 'extra', "to", message_id::text, type from message_recipients
+       except select 'extra', "to", id::text, type from messages)`),
   );
 }
 
@@ -90,7 +93,7 @@ describeEachEngine('message_recipients', (ctx) => {
     expect(await mismatches(db())).toEqual([]);
   });
 
-  it('follows an insert, a change of number and a delete, whatever statement makes them', async () => {
+  it('follows an insert, a change of number or type and a delete, whatever statement makes them', async () => {
     const [a, b, c] = [phone(), phone(), phone()];
     const prefix = uniq('raw');
     // two rows in one statement, as a seed or a restore would write them
@@ -104,12 +107,18 @@ describeEachEngine('message_recipients', (ctx) => {
     expect(await mismatches(db())).toEqual([]);
     expect((await listMessages(db(), { to: c })).items.map((m) => m.id)).toEqual([fixedId(1)]);
     expect((await listMessages(db(), { to: a })).items).toEqual([]);
+    await db().execute(sql`update messages set type = 'viber_service' where id = ${fixedId(2)}`);
+    expect(await mismatches(db())).toEqual([]);
+    expect(
+      (await listMessages(db(), { to: b, type: 'viber_service' })).items.map((m) => m.id),
+    ).toEqual([fixedId(2)]);
+    expect((await listMessages(db(), { to: b, type: 'sms' })).items).toEqual([]);
     await db().execute(sql`delete from messages where id in (${fixedId(1)}, ${fixedId(2)})`);
     expect(await mismatches(db())).toEqual([]);
     expect((await listMessages(db(), { to: b })).items).toEqual([]);
   });
 
-  it('lists by number as the plain filter over messages does: every page, beside every filter', async () => {
+  it('lists by number and by type as the plain filter over messages does: every page, beside every filter', async () => {
     const numbers = [phone(), phone(), phone()];
     const list = Array.from({ length: 36 }, (_, i) => ({
       ...sms(numbers[i % 3]!, `order ${i}`),
@@ -135,7 +144,7 @@ describeEachEngine('message_recipients', (ctx) => {
       rowsOf<{ id: string }>(
         await db().execute(sql`
           select id::text from messages
-          where "to" = ${f.to!}
+          where (${f.to ?? null}::text is null or "to" = ${f.to ?? null})
             and (${f.status ?? null}::text is null or status = ${f.status ?? null})
             and (${f.type ?? null}::text is null or type = ${f.type ?? null})
             and (${f.since?.toISOString() ?? null}::timestamptz is null
@@ -144,11 +153,13 @@ describeEachEngine('message_recipients', (ctx) => {
                  or created_at <= ${f.until?.toISOString() ?? null})
           order by id desc`),
       ).map((r) => r.id);
+    // by type alone, every message of the table of that type (other cases' too): larger pages
     const paged = async (f: MessageFilter) => {
       const out: string[] = [];
       let cursor: string | undefined;
-      for (let page = 0; page < 20; page++) {
-        const got = await listMessages(db(), { ...f, limit: 4, ...(cursor && { cursor }) });
+      for (let page = 0; page < 100; page++) {
+        const limit = f.to ? 4 : 50;
+        const got = await listMessages(db(), { ...f, limit, ...(cursor && { cursor }) });
         out.push(...got.items.map((m) => m.id));
         if (!got.nextCursor) return out;
         cursor = got.nextCursor;
@@ -157,9 +168,10 @@ describeEachEngine('message_recipients', (ctx) => {
     };
 
     let compared = 0;
-    for (const to of numbers) {
+    for (const to of [undefined, ...numbers]) {
       for (const status of [undefined, 'queued', 'delivered'] as const) {
         for (const type of [undefined, 'sms', 'viber_service']) {
+          if (to === undefined && type === undefined) continue;
           for (const span of [{}, { since: middle }, { until: middle }]) {
             const f: MessageFilter = { to, status, type, ...span };
             const expected = await plain(f);
@@ -183,12 +195,12 @@ describeEachEngine('message_recipients', (ctx) => {
     expect(below.items.map((m) => m.id)).toEqual(expected);
   });
 
-  it('is what messages has instead of an index by phone number', async () => {
+  it('is what messages has instead of an index by phone number or by type', async () => {
     const indexes = rowsOf<{ indexdef: string }>(
       await db().execute(sql`select indexdef from pg_indexes where tablename = 'messages'`),
     );
     expect(indexes.length).toBeGreaterThan(1);
-    expect(indexes.filter((i) => /\("to"/.test(i.indexdef))).toEqual([]);
+    expect(indexes.filter((i) => /\("to"|\(type\b/.test(i.indexdef))).toEqual([]);
   });
 });
 
@@ -217,5 +229,38 @@ describeMigration(24, 'over messages stored before it', (migrated) => {
       await db.execute(sql`select 1 from pg_indexes where indexname = 'messages_to_id_idx'`),
     );
     expect(gone).toEqual([]);
+  });
+});
+
+describeMigration(26, 'over messages and their numbers stored before it', (migrated) => {
+  it("copies every message's type into the table, and its triggers keep it from then on", async () => {
+    const database = migrated();
+    const db = database.db;
+    const a = phone();
+    // stored by the code of then: 0024's triggers wrote the numbers' rows
+    await db.execute(sql`
+      insert into messages (id, customer_message_id, type, "from", "to", payload, status)
+      select (${fixedId(0).slice(0, -12)} || lpad(i::text, 12, '0'))::uuid, 'old-' || i,
+             case when i % 5 = 0 then 'flashcall' else 'sms' end, 'Acme', ${a}, '{}', 'delivered'
+      from generate_series(1, 30) as i`);
+    await migrateDatabase(database);
+
+    expect(await mismatches(db)).toEqual([]);
+    const flash = await listMessages(db, { type: 'flashcall' });
+    expect(flash.items.map((m) => m.id)).toEqual([30, 25, 20, 15, 10, 5].map(fixedId));
+    expect((await listMessages(db, { to: a, type: 'sms', limit: 100 })).items).toHaveLength(24);
+    const old = rowsOf(
+      await db.execute(sql`select 1 from pg_tables where tablename = 'message_recipients_0024'`),
+    );
+    expect(old).toEqual([]);
+    // made and removed after it, by the new triggers
+    await db.execute(sql`
+      insert into messages (id, customer_message_id, type, "from", "to", payload, status)
+      values (${fixedId(31)}, 'new-31', 'flashcall', 'Acme', ${a}, '{}', 'queued')`);
+    await db.execute(sql`delete from messages where id = ${fixedId(5)}`);
+    expect(await mismatches(db)).toEqual([]);
+    expect((await listMessages(db, { type: 'flashcall' })).items.map((m) => m.id)).toEqual(
+      [31, 30, 25, 20, 15, 10].map(fixedId),
+    );
   });
 });

@@ -47,10 +47,9 @@ export const messages = pgTable(
   (t) => [
     // lookups by the provider's id (callbacks, GET /v1/messages/{ref})
     index('messages_provider_message_id_idx').on(t.providerMessageId),
-    // list filters, each ending in id so the cursor walks the index (by phone number:
-    // message_recipients, written once instead of at every status move)
+    // list filters, each ending in id so the cursor walks the index (by phone number and by
+    // type: message_recipients, written once instead of at every status move)
     index('messages_status_id_idx').on(t.status, t.id),
-    index('messages_type_id_idx').on(t.type, t.id),
     // partial: most messages belong to no call, and every index on messages costs each send
     // and each callback an entry (the dispatcher's update cannot be HOT)
     index('messages_call_id_idx').on(t.callId, t.id).where(sql`${t.callId} is not null`),
