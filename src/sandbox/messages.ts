@@ -635,7 +635,7 @@ export function createMessageEngine(deps: MessageEngineDeps): MessageEngine {
       now,
       message.dtSend === undefined ? now : Date.parse(message.dtSend),
     );
-    const script = scripts.take(message.to);
+    const script = scripts.take(message.to, message.type);
     const outcome: ScriptedOutcome =
       script?.outcome ?? (isViber(message.type) ? 'read' : 'delivered');
     const messageId = randomUUID();

@@ -1,12 +1,16 @@
 /**
  * Scripts say what the next message or call to a number does: its outcome and, for a speech
  * call, the keys the callee presses. Scripts for one number queue up and each is used once,
- * by the next message to that number (fallbacks included) at the moment it is sent.
+ * by the next message to that number (fallbacks included) at the moment it is sent. A script
+ * with `keys` or `live` is a speech call's: a message of another type passes it by (an SMS
+ * sent while a call is scripted does not use up the call's keys) and takes the first script
+ * without them, if any.
  *
  * @example
  * const book = createScriptBook();
  * book.add(Script.parse({ to: '+380501234567', keys: ['1'], outcome: 'delivered' }));
- * book.take('+380501234567'); // that script; the next take finds none
+ * book.take('+380501234567', 'sms'); // undefined: the script is for a call
+ * book.take('+380501234567', 'speechcall'); // that script; the next take finds none
  */
 import { z } from 'zod';
 import { ScriptKey } from './speechcall.ts';
@@ -40,12 +44,17 @@ export type ScriptInput = z.input<typeof Script>;
 
 export interface ScriptBook {
   add(script: Script): void;
-  /** Removes and returns the first script queued for `to`. */
-  take(to: string): Script | undefined;
+  /** Removes and returns the first script queued for `to` that a message of `type` uses. */
+  take(to: string, type: string): Script | undefined;
   list(): Script[];
   clear(to?: string): void;
   /** Removes the scripts `mentions` picks (by number or reason); returns how many. */
   forget(mentions: (script: Script) => boolean): number;
+}
+
+/** A script only a speech call uses: it says what the callee presses. */
+function forCallOnly(script: Script): boolean {
+  return script.keys !== undefined || script.live === true;
 }
 
 export function createScriptBook(): ScriptBook {
@@ -56,13 +65,16 @@ export function createScriptBook(): ScriptBook {
       queue.push(script);
       byNumber.set(script.to, queue);
     },
-    take(to) {
+    take(to, type) {
       // asked for every message sent; most runs script no number at all
       if (byNumber.size === 0) return undefined;
       const key = normalizeNumber(to);
       const queue = byNumber.get(key);
-      const script = queue?.shift();
-      if (queue?.length === 0) byNumber.delete(key);
+      if (!queue) return undefined;
+      const at = type === 'speechcall' ? 0 : queue.findIndex((s) => !forCallOnly(s));
+      if (at < 0) return undefined;
+      const [script] = queue.splice(at, 1);
+      if (queue.length === 0) byNumber.delete(key);
       return script;
     },
     list: () => [...byNumber.values()].flat(),

@@ -110,6 +110,39 @@ describe('speech calls (seed 2.5, 2.9)', () => {
     expect(webhooks().map((w) => w.path)).toEqual(['/ivr/wrong', '/ivr/more']);
   });
 
+  test("a message of another type to the number leaves a call's keys for the call", async () => {
+    s = await serveSandbox();
+    // the call's keys, then an outcome for whatever comes next that is not a call
+    await post('/_control/scripts', { to: TO, keys: ['1'] });
+    await post('/_control/scripts', { to: TO, outcome: 'failed' });
+    // an SMS sent in between (as a walk-through might): it takes the second script, not the keys
+    await post('/bat/messagelist', {
+      messages: [{ from: 'Acme', to: TO, type: 'sms', text: 'Hello' }],
+    });
+    await post('/bat/messagelist', { messages: [speechcall(s.receiver.url)] });
+    await s.clock.advance(60_000);
+    const events = s.receiver.received
+      .filter((r) => r.path === '/hooks/delivery')
+      .map((r) => r.body as { status: string; type: string });
+    expect(events.filter((e) => e.type === 'sms').map((e) => e.status)).toEqual(['sent', 'failed']);
+    expect(webhooks().map((w) => w.path)).toEqual(['/ivr/confirm']);
+    expect(await json(fetch(`${s.baseUrl}/_control/scripts`))).toEqual([]);
+    // with only a call's keys queued, an SMS takes nothing and goes its default way
+    await post('/_control/scripts', { to: TO, keys: ['2'] });
+    await post('/bat/messagelist', {
+      messages: [{ from: 'Acme', to: TO, type: 'sms', text: 'Again' }],
+    });
+    await s.clock.advance(60_000);
+    expect(
+      s.receiver.received
+        .filter((r) => r.path === '/hooks/delivery')
+        .map((r) => r.body as { status: string; type: string })
+        .filter((e) => e.type === 'sms')
+        .map((e) => e.status),
+    ).toEqual(['sent', 'failed', 'sent', 'delivered']);
+    expect(await json(fetch(`${s.baseUrl}/_control/scripts`))).toEqual([{ to: TO, keys: ['2'] }]);
+  });
+
   test('an unanswered call fails, plays nothing, and its fallback is sent', async () => {
     s = await serveSandbox();
     await post('/_control/scripts', { to: TO, keys: ['1'], outcome: 'failed' });
