@@ -150,9 +150,17 @@ async function runScenario(server: RunningServer, s: Scenario) {
   });
   expect(res.status, JSON.stringify(await readJson(res.clone()))).toBe(202);
   const { id } = await readJson(res);
+  // what the last poll saw, and what the sandbox holds for the number: said when it times out
+  let seen: unknown;
   const done = await eventually(
     async () => {
       const call = await readJson(await fetch(`${server.url}/v1/calls/${id}`));
+      seen = {
+        state: call.state,
+        outcome: call.outcome,
+        messages: call.messages?.map((m: { role: string; status: string }) => [m.role, m.status]),
+        sandbox: server.sandbox?.messages.list({ to }).map((m) => [m.type, m.status]),
+      };
       const settled = call.state === 'ended' || call.state === 'failed';
       const followUps = call.messages.filter((m: { role: string }) => m.role === 'follow-up');
       const delivered = followUps.every(
@@ -176,7 +184,9 @@ async function runScenario(server: RunningServer, s: Scenario) {
     },
     20_000,
     `${s.flow} ${JSON.stringify(s.script)} to end with ${s.outcome}`,
-  );
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; last seen ${JSON.stringify(seen)}`);
+  });
   // a `wrong` step names what the caller did: `timeout` (silence) or the unhandled key
   const step = (p: { menu: string; key: string; input?: string }) =>
     `${p.menu}:${p.key}${p.input ? `(${p.input})` : ''}`;
