@@ -45,11 +45,12 @@ const boolDefaultTrue = z
   .optional()
   .transform((v) => v !== 'false' && v !== '0' && v !== 'no');
 
-const positiveInt = (fallback: number) =>
+/** A whole number; `fallback` when unset (undefined: the variable's absence is kept) */
+const positiveInt = <F extends number | undefined>(fallback: F) =>
   z
     .string()
     .optional()
-    .transform((v, ctx) => {
+    .transform((v, ctx): number | F => {
       if (v === undefined || v.trim() === '') return fallback;
       if (!/^\d+$/.test(v.trim())) {
         ctx.addIssue({ code: 'custom', message: `must be a whole number, got "${v}"` });
@@ -166,14 +167,7 @@ export const EnvSchema = z.object({
   POLL_EVERY_SECONDS: positiveInt(300).refine((n) => n >= 1, 'must be at least 1'),
   // the wait between polls of one message doubles from POLL_EVERY_SECONDS up to this; unset:
   // an hour, or POLL_EVERY_SECONDS when that is longer
-  POLL_EVERY_MAX_SECONDS: optionalString.transform((v, ctx) => {
-    if (v === undefined) return undefined;
-    if (!/^\d+$/.test(v)) {
-      ctx.addIssue({ code: 'custom', message: `must be a whole number, got "${v}"` });
-      return z.NEVER;
-    }
-    return Number(v);
-  }),
+  POLL_EVERY_MAX_SECONDS: positiveInt(undefined),
   // a message that never gets a final status is marked expired this long after its end
   EXPIRE_MARGIN_SECONDS: positiveInt(3600),
   // the life of a message that states none and whose type has no documented default TTL
