@@ -135,6 +135,9 @@ export const EnvSchema = z.object({
   // a YAML file of event endpoints applied at start (src/events/endpoints-file.ts)
   ENDPOINTS_FILE: optionalString,
   SHUTDOWN_TIMEOUT_MS: positiveInt(10_000),
+  // the longest an idle leader's dispatcher sleeps between rounds while it listens for queued
+  // messages (src/workers.ts): what a notification lost on a broken connection costs at most
+  DISPATCH_IDLE_MAX_MS: positiveInt(5000),
   DELIVERY_STATUS_MAP: optionalString.transform((v, ctx) => {
     if (v === undefined) return {};
     const out: Record<string, string> = {};
@@ -335,6 +338,8 @@ export interface Config {
   deliveryStatusMap: Record<string, string>;
   maxSmsParts: number;
   dispatchBatchSize: number;
+  /** DISPATCH_IDLE_MAX_MS: the longest an idle leader's dispatcher sleeps (src/workers.ts) */
+  dispatchIdleMaxMs: number;
   /** poll the provider about messages with no final status after this long */
   pollAfterMs: number;
   pollEveryMs: number;
@@ -511,6 +516,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     deliveryStatusMap: e.DELIVERY_STATUS_MAP,
     maxSmsParts: e.MAX_SMS_PARTS,
     dispatchBatchSize: e.DISPATCH_BATCH_SIZE,
+    dispatchIdleMaxMs: e.DISPATCH_IDLE_MAX_MS,
     pollAfterMs: e.POLL_AFTER_SECONDS * 1000,
     pollEveryMs: e.POLL_EVERY_SECONDS * 1000,
     pollEveryMaxMs:

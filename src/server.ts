@@ -286,7 +286,7 @@ export async function startServer(
     metrics,
     ingest,
     calls,
-    dispatch: { batchSize: config.dispatchBatchSize },
+    dispatch: { batchSize: config.dispatchBatchSize, idleMaxMs: config.dispatchIdleMaxMs },
     poll: {
       afterMs: config.pollAfterMs,
       everyMs: config.pollEveryMs,

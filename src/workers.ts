@@ -4,6 +4,7 @@
  * endpoints (any instance: SKIP LOCKED shares the work). Each is a loop over the
  * database: Postgres holds all state, so stopping or killing the process loses nothing.
  */
+import { sql } from 'drizzle-orm';
 import { callDispatchHook, type EventDeps, fireDueTimers } from './calls/events.ts';
 import { runCampaigns, type SchedulerDeps } from './campaigns/scheduler.ts';
 import type { Clock } from './clock.ts';
@@ -42,7 +43,8 @@ export interface WorkerDeps {
   logger: Logger;
   metrics: Metrics;
   ingest: IngestDeps;
-  dispatch: DispatchOptions;
+  /** idleMaxMs: DISPATCH_IDLE_MAX_MS, the longest an idle leader's dispatcher sleeps */
+  dispatch: DispatchOptions & { idleMaxMs: number };
   poll: { afterMs: number; everyMs: number; maxEveryMs: number; expireMarginMs: number };
   /** the call runtime: dispatcher answers for call messages, durable timers */
   calls: EventDeps;
@@ -80,15 +82,39 @@ const HOUR = 3_600_000;
 export const DELIVERIES_QUEUED = 'switchboard_deliveries';
 /** The channel the `endpoints_changed` trigger (migration 0011) notifies. */
 export const ENDPOINTS_CHANGED = 'switchboard_endpoints';
+/**
+ * The channel an instance that does not lead notifies when it has queued messages to send
+ * (Workers.wake), and anything else that queues them should (the benches' seeding does): the
+ * leader's dispatcher listens, and runs a round at once. The leader's own are woken
+ * in-process, so one instance alone sends no NOTIFY.
+ */
+export const OUTBOX_QUEUED = 'switchboard_outbox';
+
+/**
+ * The dispatcher's wait between idle rounds while nothing tells it of queued messages (it
+ * does not listen to OUTBOX_QUEUED: not yet, or it could not) and on an instance that does not
+ * lead (its round asks nothing of Postgres while it waits for the lock there).
+ */
+const DISPATCH_POLL_MS = 200;
+
+/**
+ * How long a worker's step may run before the log says so (again each time as long): a step
+ * is milliseconds of SQL and, for the dispatcher, the provider's answer, so one still running
+ * after this is stuck on something (a connection, a lock, a provider that does not answer),
+ * and the line names the worker whose work has stopped meanwhile.
+ */
+export const STEP_REPORT_MS = 15_000;
 
 /**
  * Runs `step` repeatedly: again at once while it reports more work, else after `idleMs` (or
- * when woken). With `waitFirst`, the first step waits too.
+ * when woken; a function is asked after each step). With `waitFirst`, the first step waits
+ * too. A step running longer than STEP_REPORT_MS is logged (`worker step still running`, its
+ * `worker` and `runningMs`).
  */
 export function loop(
   name: string,
   logger: Logger,
-  idleMs: number,
+  idleMs: number | (() => number),
   step: () => Promise<boolean>,
   opts: { waitFirst?: boolean } = {},
 ): Loop {
@@ -105,7 +131,7 @@ export function loop(
     }
     await new Promise<void>((resolve) => {
       wakeUp = resolve;
-      timer = setTimeout(resolve, idleMs);
+      timer = setTimeout(resolve, typeof idleMs === 'number' ? idleMs : idleMs());
     });
     wakeUp = undefined;
     clearTimeout(timer);
@@ -114,10 +140,22 @@ export function loop(
     if (opts.waitFirst) await sleep();
     while (!stopped) {
       let more = false;
+      const started = Date.now();
+      const slow = setInterval(
+        () =>
+          logger.warn(
+            { worker: name, runningMs: Date.now() - started },
+            'worker step still running',
+          ),
+        STEP_REPORT_MS,
+      );
+      slow.unref(); // never what keeps the process alive
       try {
         more = await step();
       } catch (err) {
         logger.warn({ err: errorFields(err), worker: name }, 'worker step failed');
+      } finally {
+        clearInterval(slow);
       }
       if (stopped || more) continue;
       await sleep();
@@ -139,7 +177,7 @@ export function loop(
 export function startWorkers(deps: WorkerDeps): Workers {
   const { logger } = deps;
   // the moment a lock this instance waited for is its own, its dispatcher runs a round
-  const leader: LeaderLock = deps.database.createLeaderLock(LEADER_LOCK, () => dispatcher.wake());
+  const leader: LeaderLock = deps.database.createLeaderLock(LEADER_LOCK, () => wakeDispatcher());
   let wasLeader = false;
   const isLeader = async () => {
     const now = await leader.tryAcquire();
@@ -164,8 +202,25 @@ export function startWorkers(deps: WorkerDeps): Workers {
       );
     }
   };
+  // true once this instance listens to OUTBOX_QUEUED (below): an idle leader then sleeps
+  // until the outbox's next row is due (a retry, a campaign's window), DISPATCH_IDLE_MAX_MS
+  // at most, woken at once by rows queued here (Workers.wake) or on another instance
+  // (OUTBOX_QUEUED; a NOTIFY lost while the listening connection was down is late by that
+  // much at most)
+  let outboxHeard = false;
+  let dispatchIdleMs = DISPATCH_POLL_MS;
+  // a wake since the last round began: a waker may wake before its transaction commits (a
+  // status hook runs inside it), so a woken round that finds nothing polls again soon
+  let dispatchWoken = false;
+  const wakeDispatcher = () => {
+    dispatchWoken = true;
+    dispatcher.wake();
+  };
   /** One round; true when it found a full batch (so more is probably waiting). */
   const dispatchRound = async (): Promise<boolean> => {
+    dispatchIdleMs = DISPATCH_POLL_MS;
+    const woken = dispatchWoken;
+    dispatchWoken = false;
     if (!(await isLeader())) return false;
     // the calls' spoken prompts first, so the provider finds them rendered (src/speech/spoken.ts)
     if (deps.spoken) await renderSpoken(deps.spoken);
@@ -182,8 +237,15 @@ export function startWorkers(deps: WorkerDeps): Workers {
           deps.metrics.dispatched.inc({ result: 'rejected' }, rejected);
         },
       },
-      deps.dispatch,
+      outboxHeard ? { ...deps.dispatch, nextDue: true } : deps.dispatch,
     );
+    deps.metrics.dispatchRounds.inc({ result: result.claimed > 0 ? 'sent' : 'idle' });
+    if (result.nextDueAt !== undefined && !woken) {
+      const until = result.nextDueAt
+        ? result.nextDueAt.getTime() - deps.clock.now().getTime()
+        : Infinity;
+      dispatchIdleMs = Math.max(DISPATCH_POLL_MS, Math.min(until, deps.dispatch.idleMaxMs));
+    }
     if (result.accepted + result.rejected > 0) attacher.wake();
     return result.full && result.failed === 0;
   };
@@ -193,11 +255,16 @@ export function startWorkers(deps: WorkerDeps): Workers {
   // waits for the provider another claims or records.
   const lanes = Math.max(1, deps.dispatch.concurrency ?? (deps.database.kind === 'pglite' ? 1 : 2));
   const extraLanes: Loop[] = [];
-  const dispatcher = loop('dispatcher', logger, 200, async () => {
-    const more = await dispatchRound();
-    if (more) for (const lane of extraLanes) lane.wake();
-    return more;
-  });
+  const dispatcher = loop(
+    'dispatcher',
+    logger,
+    () => dispatchIdleMs,
+    async () => {
+      const more = await dispatchRound();
+      if (more) for (const lane of extraLanes) lane.wake();
+      return more;
+    },
+  );
   for (let i = 1; i < lanes; i++) {
     extraLanes.push(loop('dispatcher', logger, HOUR, dispatchRound, { waitFirst: true }));
   }
@@ -299,14 +366,48 @@ export function startWorkers(deps: WorkerDeps): Workers {
       logger.warn({ err, channel }, 'cannot listen; polling only');
       return undefined;
     });
+  // one NOTIFY at a time, and one more after it for wakes that came meanwhile
+  let announcing = false;
+  let announceAgain = false;
+  const announceQueued = (): void => {
+    if (announcing) {
+      announceAgain = true;
+      return;
+    }
+    announcing = true;
+    void deps.database.db
+      .execute(sql`select pg_notify(${OUTBOX_QUEUED}, '')`)
+      .catch((err: unknown) => {
+        logger.warn(
+          { err: errorFields(err) },
+          'cannot tell the leading instance of queued messages; it finds them within DISPATCH_IDLE_MAX_MS',
+        );
+      })
+      .finally(() => {
+        announcing = false;
+        if (announceAgain) {
+          announceAgain = false;
+          announceQueued();
+        }
+      });
+  };
   const unlisten = [
     deliveries ? listening(DELIVERIES_QUEUED, () => deliveries.wake()) : undefined,
+    // messages queued on another instance: the leader's dispatcher runs a round at once
+    listening(OUTBOX_QUEUED, () => wakeDispatcher()).then((stop) => {
+      outboxHeard = stop !== undefined;
+      return stop;
+    }),
     // an endpoint made or changed on any instance: this one's events cache reads them again
     listening(ENDPOINTS_CHANGED, () => subscriptionsOf(deps.database.db).changed()),
   ];
 
   return {
-    wake: () => dispatcher.wake(),
+    wake: () => {
+      wakeDispatcher();
+      // the leader is another instance: tell it (its dispatcher may sleep DISPATCH_IDLE_MAX_MS)
+      if (!wasLeader) announceQueued();
+    },
     async stop() {
       await Promise.all([
         dispatcher.stop(),

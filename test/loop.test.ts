@@ -4,9 +4,10 @@
  * arrived mid-round used to wait for the next poll). The idle wait here is an hour: a second
  * step can only come from the wake.
  */
-import { expect, it } from 'vitest';
+import { expect, it, vi } from 'vitest';
 import { createLogger } from '../src/logger.ts';
-import { loop } from '../src/workers.ts';
+import { loop, STEP_REPORT_MS } from '../src/workers.ts';
+import { captureLog } from './support/log-capture.ts';
 
 it('keeps a wake that comes while a step runs, and runs the next step at once', async () => {
   let steps = 0;
@@ -56,4 +57,44 @@ it('sleeps the idle wait when nothing woke it', async () => {
   expect(steps).toBe(1);
   await l.stop();
   expect(steps).toBe(1);
+});
+
+it('says which worker is stuck in its step, every STEP_REPORT_MS, until the step ends', async () => {
+  vi.useFakeTimers({
+    toFake: ['setInterval', 'clearInterval', 'setTimeout', 'clearTimeout', 'Date'],
+  });
+  try {
+    const log = captureLog();
+    let release!: () => void;
+    const stuck = new Promise<void>((r) => {
+      release = r;
+    });
+    let steps = 0;
+    const l = loop('stuck-worker', createLogger('warn', log.stream), 3_600_000, async () => {
+      steps++;
+      if (steps === 1) await stuck;
+      return false;
+    });
+    const reports = () =>
+      log.lines
+        .map((line) => JSON.parse(line))
+        .filter((e) => e.msg === 'worker step still running');
+    await vi.advanceTimersByTimeAsync(STEP_REPORT_MS - 1);
+    expect(reports()).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(reports()).toEqual([
+      expect.objectContaining({ worker: 'stuck-worker', runningMs: STEP_REPORT_MS }),
+    ]);
+    await vi.advanceTimersByTimeAsync(STEP_REPORT_MS);
+    expect(reports().map((e) => e.runningMs)).toEqual([STEP_REPORT_MS, 2 * STEP_REPORT_MS]);
+    release();
+    await vi.advanceTimersByTimeAsync(0);
+    // the step ended: the loop sleeps its hour, and says nothing more
+    await vi.advanceTimersByTimeAsync(3 * STEP_REPORT_MS);
+    expect(reports()).toHaveLength(2);
+    expect(steps).toBe(1);
+    await l.stop();
+  } finally {
+    vi.useRealTimers();
+  }
 });

@@ -6,6 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
+import { OUTBOX_QUEUED } from '../../src/workers.ts';
 
 export const DEFAULT_ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -116,5 +117,7 @@ export async function seedMessages(
       );
     });
   }
+  // queued outside the server: tell its dispatcher, which may sleep while idle (src/workers.ts)
+  if (opts.outbox) await sql`select pg_notify(${OUTBOX_QUEUED}, '')`;
   if (opts.analyze !== false) await sql.unsafe('analyze messages; analyze message_events');
 }

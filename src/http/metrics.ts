@@ -14,6 +14,8 @@ export interface Metrics {
   callbacks: Counter<'kind' | 'outcome'>;
   /** result: accepted, rejected */
   dispatched: Counter<'result'>;
+  /** the leading dispatcher's rounds; result: sent (found messages due), idle (none) */
+  dispatchRounds: Counter<'result'>;
   provider429: Counter;
   /** status records asked of the provider (GET /bat/message/{id}) by the poller */
   statusPolls: Counter;
@@ -73,6 +75,12 @@ export function createMetrics(readers?: MetricReaders): Metrics {
     dispatched: new Counter({
       name: 'switchboard_messages_dispatched_total',
       help: 'Messages sent to the provider, by its answer',
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+    dispatchRounds: new Counter({
+      name: 'switchboard_dispatch_rounds_total',
+      help: "The leading dispatcher's rounds: `sent` found messages due, `idle` none (it then sleeps until the next is due or one is queued)",
       labelNames: ['result'],
       registers: [registry],
     }),

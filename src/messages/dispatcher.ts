@@ -93,6 +93,8 @@ export interface DispatchOptions {
    * PGlite (one connection).
    */
   concurrency?: number;
+  /** an empty round reads when the outbox's next row is due (DispatchResult.nextDueAt) */
+  nextDue?: boolean;
 }
 
 export interface DispatchResult {
@@ -102,9 +104,22 @@ export interface DispatchResult {
   accepted: number;
   rejected: number;
   failed: number;
+  /**
+   * A round that found nothing due: when the outbox's next row is (a retry's or a campaign
+   * window's time, or the past for rows another round holds); null when the outbox is empty
+   */
+  nextDueAt?: Date | null;
 }
 
 const EMPTY: DispatchResult = { claimed: 0, full: false, accepted: 0, rejected: 0, failed: 0 };
+
+/** When the outbox's first row is due (outbox_available_idx's first entry), or null. */
+async function nextDue(tx: Tx): Promise<Date | null> {
+  const [row] = rowsOf<{ at: string | Date | null }>(
+    await tx.execute(sql`select min(available_at) as at from outbox`),
+  );
+  return row?.at == null ? null : new Date(row.at);
+}
 
 /** Sends one part of a round and reads the answers; throws when the send failed. */
 async function send(deps: DispatchDeps, part: RoundPart): Promise<Outcome[]> {
@@ -140,7 +155,8 @@ export async function dispatchOnce(
     const now = deps.clock.now();
     const taken = await claim(tx, batchSize, opts.maxBytes ?? MESSAGELIST_BYTES, now);
     const claimed = taken.rows;
-    if (claimed.length === 0) return EMPTY;
+    if (claimed.length === 0)
+      return opts.nextDue ? { ...EMPTY, nextDueAt: await nextDue(tx) } : EMPTY;
     if (!tracingEnabled()) return sendAndRecord(tx, taken, now);
     const links = taken.traceparents.map(linkFromTraceparent).filter((l) => l !== undefined);
     const attributes = { 'messaging.batch.message_count': claimed.length };

@@ -5,7 +5,6 @@
  * provider that duplicates and shuffles its callbacks.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningServer } from '../../src/server.ts';
 import { phone, readJson } from '../support/app.ts';
 import {
   availableEngines,
@@ -13,7 +12,7 @@ import {
   type Engine,
   type TestDatabase,
 } from '../support/db.ts';
-import { eventually, startTestServer } from '../support/server.ts';
+import { eventually, startTestServer, type TestServer } from '../support/server.ts';
 
 interface Scenario {
   flow: string;
@@ -137,7 +136,7 @@ async function post(url: string, body: unknown) {
   });
 }
 
-async function runScenario(server: RunningServer, s: Scenario) {
+async function runScenario(server: TestServer, s: Scenario) {
   const to = phone();
   const scripted = await post(`${server.url}/sandbox/_control/scripts`, { to, ...s.script });
   expect(scripted.status).toBe(201);
@@ -185,7 +184,9 @@ async function runScenario(server: RunningServer, s: Scenario) {
     20_000,
     `${s.flow} ${JSON.stringify(s.script)} to end with ${s.outcome}`,
   ).catch((err: Error) => {
-    throw new Error(`${err.message}; last seen ${JSON.stringify(seen)}`);
+    throw new Error(
+      `${err.message}; last seen ${JSON.stringify(seen)}; the server's last warnings:\n${server.warnings().join('')}`,
+    );
   });
   // a `wrong` step names what the caller did: `timeout` (silence) or the unhandled key
   const step = (p: { menu: string; key: string; input?: string }) =>
@@ -222,7 +223,7 @@ for (const engine of availableEngines()) {
     for (const misbehaving of [false, true]) {
       describe(`every example flow end to end [${engine}, ${dialect}]${misbehaving ? ' with duplicated and shuffled callbacks' : ''}`, () => {
         let db: TestDatabase;
-        let server: RunningServer;
+        let server: TestServer;
         beforeAll(async () => {
           db = await createTestDatabase(engine as Engine);
           server = await startTestServer(db.database, {

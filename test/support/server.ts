@@ -18,13 +18,34 @@ export const FAST_TIMINGS = {
   maxIdleTimeoutMs: 100,
 };
 
+/** How many of the test server's last warnings and errors it keeps (TestServer.warnings). */
+const KEPT_WARNINGS = 50;
+
+export interface TestServer extends RunningServer {
+  /**
+   * The server's last warnings and errors, as log lines: for a test's own error message when
+   * it times out (what the server saw meanwhile), since the log is not printed. Empty when
+   * TEST_LOG_LEVEL prints the log instead.
+   */
+  warnings(): string[];
+}
+
 /** On `database`, or (undefined) on the one its environment names, opened as `npm start` would. */
 export async function startTestServer(
   database: Database | undefined,
   opts: { env?: Record<string, string>; sandbox?: StartOptions['sandbox'] } = {},
-): Promise<RunningServer> {
+): Promise<TestServer> {
   const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', ...opts.env });
-  return startServer(config, createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'), {
+  const kept: string[] = [];
+  const logger = process.env.TEST_LOG_LEVEL
+    ? createLogger(process.env.TEST_LOG_LEVEL)
+    : createLogger('warn', {
+        write: (line: string) => {
+          kept.push(line);
+          if (kept.length > KEPT_WARNINGS) kept.shift();
+        },
+      });
+  const server = await startServer(config, logger, {
     ...(database && { database }),
     sandbox: {
       timings: FAST_TIMINGS,
@@ -32,6 +53,7 @@ export async function startTestServer(
       ...opts.sandbox,
     },
   });
+  return { ...server, warnings: () => [...kept] };
 }
 
 /** Polls `fn` until it returns a truthy value (or throws after `timeoutMs`). */
