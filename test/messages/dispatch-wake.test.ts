@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { phone, readJson, uniq } from '../support/app.ts';
 import { createTestDatabase, describeEachEngine, type TestDatabase } from '../support/db.ts';
 import { eventually, startTestServer, type TestServer } from '../support/server.ts';
+import { NO_POSTGRES, onlyIf } from '../support/skip.ts';
 
 const HOUR = { DISPATCH_IDLE_MAX_MS: String(3_600_000) };
 
@@ -107,31 +108,36 @@ describeEachEngine('an idle dispatcher, woken', (ctx) => {
   });
 });
 
-describe.skipIf(!process.env.TEST_DATABASE_URL)('an idle leader, woken by another instance', () => {
-  let db: TestDatabase;
-  let leader: TestServer;
-  let follower: TestServer;
-  beforeAll(async () => {
-    db = await createTestDatabase('postgres');
-    leader = await startTestServer(db.database, { env: HOUR });
-    // the first to take the lock leads: only the leader counts dispatch rounds
-    await asleep(leader);
-    follower = await startTestServer(db.database, { env: HOUR });
-  });
-  afterAll(async () => {
-    await follower?.stop();
-    await leader?.stop();
-    await db?.drop();
-  });
+const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
 
-  it('sends what the other instance queued as soon as it is queued', async () => {
-    const cmid = uniq('wake');
-    const res = await post(`${follower.url}/v1/messages`, {
-      messages: [{ from: 'Acme', to: phone(), type: 'sms', text: 'Hi', customerMessageId: cmid }],
+describe.runIf(onPostgres)(
+  onlyIf(onPostgres, 'an idle leader, woken by another instance', NO_POSTGRES),
+  () => {
+    let db: TestDatabase;
+    let leader: TestServer;
+    let follower: TestServer;
+    beforeAll(async () => {
+      db = await createTestDatabase('postgres');
+      leader = await startTestServer(db.database, { env: HOUR });
+      // the first to take the lock leads: only the leader counts dispatch rounds
+      await asleep(leader);
+      follower = await startTestServer(db.database, { env: HOUR });
     });
-    expect(res.status).toBe(202);
-    // the follower leads nothing: its NOTIFY woke the leader, which sent it to its provider
-    expect(await received(leader, cmid)).toHaveLength(1);
-    expect(await idleRounds(follower)).toBe(0);
-  });
-});
+    afterAll(async () => {
+      await follower?.stop();
+      await leader?.stop();
+      await db?.drop();
+    });
+
+    it('sends what the other instance queued as soon as it is queued', async () => {
+      const cmid = uniq('wake');
+      const res = await post(`${follower.url}/v1/messages`, {
+        messages: [{ from: 'Acme', to: phone(), type: 'sms', text: 'Hi', customerMessageId: cmid }],
+      });
+      expect(res.status).toBe(202);
+      // the follower leads nothing: its NOTIFY woke the leader, which sent it to its provider
+      expect(await received(leader, cmid)).toHaveLength(1);
+      expect(await idleRounds(follower)).toBe(0);
+    });
+  },
+);
