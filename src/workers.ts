@@ -20,6 +20,7 @@ import type { Logger } from './logger.ts';
 import {
   type CascadeSender,
   type DispatchOptions,
+  type DispatchResult,
   dispatchOnce,
   type MessagelistSender,
 } from './messages/dispatcher.ts';
@@ -209,19 +210,19 @@ export function startWorkers(deps: WorkerDeps): Workers {
   // much at most)
   let outboxHeard = false;
   let dispatchIdleMs = DISPATCH_POLL_MS;
-  // a wake since the last round began: a waker may wake before its transaction commits (a
-  // status hook runs inside it), so a woken round that finds nothing polls again soon
+  // a wake since the first lane's last round began: a waker may wake before its transaction
+  // commits (a status hook runs inside it), so a woken round that finds nothing polls again soon
   let dispatchWoken = false;
   const wakeDispatcher = () => {
     dispatchWoken = true;
     dispatcher.wake();
   };
-  /** One round; true when it found a full batch (so more is probably waiting). */
-  const dispatchRound = async (): Promise<boolean> => {
-    dispatchIdleMs = DISPATCH_POLL_MS;
-    const woken = dispatchWoken;
-    dispatchWoken = false;
-    if (!(await isLeader())) return false;
+  /**
+   * One round, or undefined when this instance does not lead; with `nextDue`, an empty one
+   * says when the outbox's next row is due (the first lane's, to know how long to sleep).
+   */
+  const dispatchRound = async (nextDue: boolean): Promise<DispatchResult | undefined> => {
+    if (!(await isLeader())) return undefined;
     // the calls' spoken prompts first, so the provider finds them rendered (src/speech/spoken.ts)
     if (deps.spoken) await renderSpoken(deps.spoken);
     const result = await dispatchOnce(
@@ -237,17 +238,19 @@ export function startWorkers(deps: WorkerDeps): Workers {
           deps.metrics.dispatched.inc({ result: 'rejected' }, rejected);
         },
       },
-      outboxHeard ? { ...deps.dispatch, nextDue: true } : deps.dispatch,
+      nextDue ? { ...deps.dispatch, nextDue } : deps.dispatch,
     );
     deps.metrics.dispatchRounds.inc({ result: result.claimed > 0 ? 'sent' : 'idle' });
-    if (result.nextDueAt !== undefined && !woken) {
-      const until = result.nextDueAt
-        ? result.nextDueAt.getTime() - deps.clock.now().getTime()
-        : Infinity;
-      dispatchIdleMs = Math.max(DISPATCH_POLL_MS, Math.min(until, deps.dispatch.idleMaxMs));
-    }
     if (result.accepted + result.rejected > 0) attacher.wake();
-    return result.full && result.failed === 0;
+    return result;
+  };
+  /** Whether a round found a full batch (so more is probably waiting). */
+  const wasFull = (r: DispatchResult | undefined) => r?.full === true && r.failed === 0;
+  /** How long the first lane sleeps after round `r` (woken: a wake started it). */
+  const idleAfter = (r: DispatchResult | undefined, woken: boolean): number => {
+    if (r?.nextDueAt === undefined || woken) return DISPATCH_POLL_MS;
+    const until = r.nextDueAt ? r.nextDueAt.getTime() - deps.clock.now().getTime() : Infinity;
+    return Math.max(DISPATCH_POLL_MS, Math.min(until, deps.dispatch.idleMaxMs));
   };
   // The first lane polls; while it finds full batches it wakes the others, which run rounds
   // of their own until one comes back short, then sleep until woken again. Each round is its
@@ -260,13 +263,21 @@ export function startWorkers(deps: WorkerDeps): Workers {
     logger,
     () => dispatchIdleMs,
     async () => {
-      const more = await dispatchRound();
+      const woken = dispatchWoken;
+      dispatchWoken = false;
+      const result = await dispatchRound(outboxHeard);
+      dispatchIdleMs = idleAfter(result, woken);
+      const more = wasFull(result);
       if (more) for (const lane of extraLanes) lane.wake();
       return more;
     },
   );
   for (let i = 1; i < lanes; i++) {
-    extraLanes.push(loop('dispatcher', logger, HOUR, dispatchRound, { waitFirst: true }));
+    extraLanes.push(
+      loop('dispatcher', logger, HOUR, async () => wasFull(await dispatchRound(false)), {
+        waitFirst: true,
+      }),
+    );
   }
   const attacher = loop(
     'attach-pending',
