@@ -23,6 +23,21 @@ const optionalString = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
 
+/** A retention limit in whole days, at least 1; unset keeps `what` forever. */
+function retentionDays(what: string) {
+  return optionalString.transform((v, ctx) => {
+    if (v === undefined) return undefined;
+    if (!/^\d+$/.test(v) || Number(v) < 1) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `must be a whole number of days, at least 1 (unset keeps ${what} forever), got "${v}"`,
+      });
+      return z.NEVER;
+    }
+    return Number(v);
+  });
+}
+
 const url = (what: string) =>
   optionalString.refine(
     (v) => v === undefined || /^https?:\/\/[^\s]+$/i.test(v),
@@ -186,17 +201,9 @@ export const EnvSchema = z.object({
     return z.NEVER;
   }),
   // unset keeps everything forever; 0 is refused rather than read as "delete at once"
-  RETENTION_DAYS: optionalString.transform((v, ctx) => {
-    if (v === undefined) return undefined;
-    if (!/^\d+$/.test(v) || Number(v) < 1) {
-      ctx.addIssue({
-        code: 'custom',
-        message: `must be a whole number of days, at least 1 (unset keeps data forever), got "${v}"`,
-      });
-      return z.NEVER;
-    }
-    return Number(v);
-  }),
+  RETENTION_DAYS: retentionDays('data'),
+  // the audit log's own limit: who changed what is often kept longer than what was sent
+  AUDIT_RETENTION_DAYS: retentionDays('the audit log'),
   // the timelines' day partitions (src/db/partitions.ts): made by the server, or by another tool
   PARTITIONS: optionalString.transform((v, ctx) => {
     if (v === undefined) return 'switchboard' as const;
@@ -351,6 +358,8 @@ export interface Config {
   messageLifetimeSeconds: number;
   /** raw callbacks, message texts and events older than this many days are removed; unset: kept */
   retentionDays: number | undefined;
+  /** AUDIT_RETENTION_DAYS: audit rows older than this many days are removed; unset: kept */
+  auditRetentionDays: number | undefined;
   /**
    * PARTITIONS: who makes and drops the timelines' day partitions: the server (`switchboard`,
    * PARTITIONS_AHEAD_DAYS ahead) or another tool (`external`: pg_partman, docs/scaling.md)
@@ -525,6 +534,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     expireMarginMs: e.EXPIRE_MARGIN_SECONDS * 1000,
     messageLifetimeSeconds: e.MESSAGE_LIFETIME_SECONDS,
     retentionDays: e.RETENTION_DAYS,
+    auditRetentionDays: e.AUDIT_RETENTION_DAYS,
     partitions: { managed: e.PARTITIONS === 'switchboard', aheadDays: e.PARTITIONS_AHEAD_DAYS },
     optOutWords: e.OPT_OUT_WORDS,
     sandboxDialect: e.SANDBOX_DIALECT,

@@ -27,9 +27,10 @@ import {
 import { attachPending, type IngestDeps } from './messages/ingest.ts';
 import { expireOverdue, pollOnce, type StatusLookup } from './messages/poller.ts';
 import {
+  partitionLimits,
   RETENTION_STEPS,
   removeEndedPrompts,
-  retentionCutoff,
+  runAuditRetention,
   runRetention,
 } from './privacy/retention.ts';
 import type { SpokenPrompts } from './speech/spoken.ts';
@@ -51,6 +52,8 @@ export interface WorkerDeps {
   calls: EventDeps;
   /** RETENTION_DAYS: older raw callbacks, message texts and events are removed; unset keeps all */
   retentionDays?: number | undefined;
+  /** AUDIT_RETENTION_DAYS: older audit rows are removed; unset keeps all */
+  auditRetentionDays?: number | undefined;
   /** the timelines' day partitions, when the server makes and drops them (src/db/partitions.ts) */
   partitions?: { aheadDays: number } | undefined;
   /** the outbound policy's send, for events to the user's endpoints (unset: none are sent) */
@@ -180,6 +183,8 @@ export function startWorkers(deps: WorkerDeps): Workers {
   // the moment a lock this instance waited for is its own, its dispatcher runs a round
   const leader: LeaderLock = deps.database.createLeaderLock(LEADER_LOCK, () => wakeDispatcher());
   let wasLeader = false;
+  // the leader's own duties that run every few minutes: a new leader runs them at once
+  const duties: Loop[] = [];
   const isLeader = async () => {
     const now = await leader.tryAcquire();
     if (now !== wasLeader)
@@ -187,7 +192,9 @@ export function startWorkers(deps: WorkerDeps): Workers {
         { leader: now },
         now ? 'became dispatcher leader' : 'no longer dispatcher leader',
       );
+    const became = now && !wasLeader;
     wasLeader = now;
+    if (became) for (const d of duties) d.wake();
     return now;
   };
 
@@ -311,7 +318,15 @@ export function startWorkers(deps: WorkerDeps): Workers {
       deps.prompts &&
       (await removeEndedPrompts(deps.database.db, deps.clock.now(), deps.prompts.graceMs, 500));
     if (prompts) await deps.prompts?.removeFiles(prompts.files);
-    if (deps.retentionDays === undefined) return keys.more || prompts?.more === true;
+    const audit = await runAuditRetention(
+      deps.database.db,
+      deps.clock,
+      deps.auditRetentionDays,
+      500,
+      { partitions: deps.partitions !== undefined },
+    );
+    const more = keys.more || prompts?.more === true || audit.more;
+    if (deps.retentionDays === undefined) return more;
     const kept = await runRetention(
       deps.database.db,
       deps.clock,
@@ -321,8 +336,9 @@ export function startWorkers(deps: WorkerDeps): Workers {
         ? RETENTION_STEPS
         : RETENTION_STEPS.filter((s) => s.kind !== 'eventPartitions'),
     );
-    return kept.more || keys.more || prompts?.more === true;
+    return kept.more || more;
   });
+  duties.push(retention);
   // the timelines' day partitions (leader only): PARTITIONS_AHEAD_DAYS ahead, checked hourly
   // (the start made them too: src/server.ts)
   const partitions =
@@ -334,9 +350,12 @@ export function startWorkers(deps: WorkerDeps): Workers {
       async () => {
         if (!wasLeader || !deps.partitions) return false;
         const now = deps.clock.now();
-        const made = await ensurePartitions(deps.database.db, now, deps.partitions.aheadDays, {
-          keepFrom: deps.retentionDays ? retentionCutoff(now, deps.retentionDays) : undefined,
-        });
+        const made = await ensurePartitions(
+          deps.database.db,
+          now,
+          deps.partitions.aheadDays,
+          partitionLimits(now, deps),
+        );
         if (made.length > 0) logger.info({ partitions: made }, 'day partitions made');
         return false;
       },

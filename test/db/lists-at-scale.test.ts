@@ -15,6 +15,9 @@
  *   (migration 0021): before, a rare state or outcome read every call.
  * - The `switchboard_calls` gauge counts the live states through `calls_state_id_idx`
  *   (src/calls/read.ts callsByState), reading those calls alone.
+ * - The audit log by token or by route (`GET /v1/audit?token=`, `?route=`) walks
+ *   `audit_log_token_idx` or `audit_log_route_idx` in each day partition (migration 0027):
+ *   before, a rare token's page read every newer row of the log.
  */
 import { readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
@@ -23,6 +26,8 @@ import { CALL_STATES, LIVE_CALL_STATES } from '../../src/calls/deps.ts';
 import { callsByState, listCalls } from '../../src/calls/read.ts';
 import { compileReplayDraft, replayFlow } from '../../src/calls/replay.ts';
 import { type Db, rowsOf, type Tx } from '../../src/db/client.ts';
+import { ensurePartitions } from '../../src/db/partitions.ts';
+import { listAudit } from '../../src/http/audit.ts';
 import { listMessages } from '../../src/messages/read.ts';
 import { submitMessages } from '../../src/messages/submit.ts';
 import { numberMessageIds } from '../../src/privacy/erasure.ts';
@@ -63,12 +68,17 @@ async function seed(db: Db, table: 'messages' | 'calls', n: number) {
   await db.execute(sql.raw(`analyze ${table}`));
 }
 
-/** Rows of `table` this transaction has read so far, by index and by sequential scan. */
+/**
+ * Rows of `table` (of its partitions, when it is partitioned) this transaction has read so
+ * far, by index and by sequential scan.
+ */
 async function rowsRead(tx: Tx, table: string): Promise<number> {
   const [row] = rowsOf<{ n: string | number }>(
     await tx.execute(sql`
-      select coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) as n
-      from pg_stat_xact_user_tables where relname = ${table}`),
+      select coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0) as n
+      from pg_stat_xact_user_tables
+      where relname = ${table}
+        or relid in (select inhrelid from pg_inherits where inhparent = to_regclass(${table}))`),
   );
   return Number(row?.n ?? 0);
 }
@@ -388,5 +398,44 @@ describeEachEngine('lists and gauges as the tables grow', (ctx) => {
     );
     expect(gauge.result.used).toBeGreaterThan(0);
     expect(gauge.read).toBeLessThanOrEqual(5);
+  });
+  it('reads only the rows of an audit list by token or by route, however many others there are', async () => {
+    // three days of rows, one a minute, in their day partitions; the five oldest of all by a
+    // token and on a route no other row has
+    await ensurePartitions(db(), minute(0), 3);
+    await db().execute(sql`
+      insert into audit_log (at, token, method, route, status, request_id, changes)
+      select timestamptz 'epoch' + (${T0}::bigint + i * ${MINUTE}) * interval '1 millisecond',
+             case when i <= 5 then 'rare' else 'busy' end, 'POST',
+             case when i <= 5 then '/v1/opt-outs' else '/v1/messages' end, 202, 'seed-' || i,
+             '{}'::jsonb
+      from generate_series(1, ${ROWS}::int) i`);
+    await db().execute(sql`analyze audit_log`);
+    for (const filter of [{ token: 'rare' }, { route: '/v1/opt-outs' }]) {
+      const rare = await counted(db(), 'audit_log', (tx) =>
+        listAudit(tx, { ...filter, limit: 50 }),
+      );
+      expect(rare.result.items.map((i) => i.requestId)).toEqual([
+        'seed-5',
+        'seed-4',
+        'seed-3',
+        'seed-2',
+        'seed-1',
+      ]);
+      // without the indexes: every one of the 2 995 newer rows as well
+      expect(rare.read, JSON.stringify(filter)).toBeLessThanOrEqual(5);
+    }
+    // the busy token: a page, and the next from its cursor; one row more a partition at most
+    const busy = await counted(db(), 'audit_log', (tx) =>
+      listAudit(tx, { token: 'busy', limit: 50 }),
+    );
+    expect(busy.result.items).toHaveLength(50);
+    expect(busy.result.items[0]!.requestId).toBe(`seed-${ROWS}`);
+    expect(busy.read).toBeLessThanOrEqual(51 + 4);
+    const next = await counted(db(), 'audit_log', (tx) =>
+      listAudit(tx, { token: 'busy', limit: 50, cursor: busy.result.nextCursor! }),
+    );
+    expect(next.result.items[0]!.requestId).toBe(`seed-${ROWS - 50}`);
+    expect(next.read).toBeLessThanOrEqual(51 + 4);
   });
 });

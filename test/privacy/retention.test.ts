@@ -1,18 +1,28 @@
 /**
  * RETENTION_DAYS: raw callback bodies, message texts and events older than the limit go, in
  * small batches; newer ones, message head rows, calls and the flow statistics stay. Rows that
- * someone holds are passed over, never waited for.
+ * someone holds are passed over, never waited for. AUDIT_RETENTION_DAYS: the audit log's own
+ * limit, applied by a running server's retention worker as soon as it leads.
  */
 import { eq, sql } from 'drizzle-orm';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/clock.ts';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 import { type Db, openDatabase, rowsOf } from '../../src/db/client.ts';
-import { callEvents, calls, flowStats, messages, outbox } from '../../src/db/schema/index.ts';
+import { ensurePartitions, listPartitions } from '../../src/db/partitions.ts';
+import {
+  auditLog,
+  callEvents,
+  calls,
+  flowStats,
+  messages,
+  outbox,
+} from '../../src/db/schema/index.ts';
 import { uuidv7, uuidv7Floor } from '../../src/ids.ts';
 import { runRetention } from '../../src/privacy/retention.ts';
 import { buildTestApp, json, phone, readJson, uniq } from '../support/app.ts';
-import { describeEachEngine } from '../support/db.ts';
+import { describeEachEngine, insertAuditRow } from '../support/db.ts';
+import { eventually, startTestServer } from '../support/server.ts';
 import { ONE_CONNECTION, onlyIf } from '../support/skip.ts';
 
 const DAY = 86_400_000;
@@ -277,6 +287,51 @@ describeEachEngine('runRetention', (ctx) => {
       expect(later?.payload).not.toHaveProperty('text');
     } finally {
       await other.close();
+    }
+  });
+});
+
+describe('AUDIT_RETENTION_DAYS', () => {
+  it('is unset by default (keep forever), a number of days when set, and never 0', () => {
+    expect(loadConfig({}).auditRetentionDays).toBeUndefined();
+    expect(loadConfig({ AUDIT_RETENTION_DAYS: '400' }).auditRetentionDays).toBe(400);
+    for (const bad of ['0', '-1', '1.5', 'year']) {
+      expect(() => loadConfig({ AUDIT_RETENTION_DAYS: bad }), bad).toThrow(
+        /AUDIT_RETENTION_DAYS: must be a whole number of days, at least 1 \(unset keeps the audit log forever\)/,
+      );
+    }
+  });
+});
+
+describeEachEngine('retention on a running server', (ctx) => {
+  const db = (): Db => ctx.database().db;
+  const audit = (at: Date) => insertAuditRow(db(), at);
+  const audited = async (id: number) =>
+    (await db().select({ id: auditLog.id }).from(auditLog).where(eq(auditLog.id, id))).length > 0;
+
+  it('drops the audit log’s old days as soon as it leads, and keeps the rest', async () => {
+    const old = new Date(Date.now() - 3 * DAY);
+    await ensurePartitions(db(), old, 0);
+    const rows = {
+      // in its day's partition, and in the default partition (no day before 2020)
+      old: await audit(old),
+      stray: await audit(new Date(Date.UTC(2019, 5, 1))),
+      fresh: await audit(new Date()),
+    };
+    const oldDay = `audit_log_p${old.toISOString().slice(0, 10).replaceAll('-', '')}`;
+    const names = async () => (await listPartitions(db())).map((p) => p.name);
+    expect(await names()).toContain(oldDay);
+    const server = await startTestServer(ctx.database(), { env: { AUDIT_RETENTION_DAYS: '1' } });
+    try {
+      // the retention worker runs every 5 minutes: this one is its run on becoming leader
+      await eventually(async () => !(await audited(rows.old)), 10_000, 'the old day dropped');
+      await eventually(async () => !(await audited(rows.stray)), 10_000, 'the stray row deleted');
+      expect(await names()).not.toContain(oldDay);
+      expect(await audited(rows.fresh)).toBe(true);
+      // RETENTION_DAYS is unset: the data's days of then stay
+      expect(await names()).toContain(oldDay.replace('audit_log', 'message_events'));
+    } finally {
+      await server.stop();
     }
   });
 });

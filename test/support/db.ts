@@ -8,12 +8,13 @@
  *   it('stores', async () => { await ctx.database().db.select()... });
  * });
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, inject } from 'vitest';
-import { type Database, type OpenOptions, openDatabase } from '../../src/db/client.ts';
+import { type Database, type Db, type OpenOptions, openDatabase } from '../../src/db/client.ts';
+import { auditLog } from '../../src/db/schema/index.ts';
 import { databaseUrlWithName } from './global-setup.ts';
 
 export type Engine = 'pglite' | 'postgres';
@@ -125,4 +126,21 @@ export function describeEachEngine(name: string, body: (ctx: EngineContext) => v
       });
     });
   }
+}
+
+/** An audit row written at `at`, as the API writes them (src/http/audit.ts); its id. */
+export async function insertAuditRow(db: Db, at: Date): Promise<number> {
+  const [row] = await db
+    .insert(auditLog)
+    .values({
+      at,
+      token: 'API_TOKEN',
+      method: 'POST',
+      route: '/v1/messages',
+      status: 202,
+      requestId: `r-${randomUUID()}`,
+      changes: {},
+    })
+    .returning({ id: auditLog.id });
+  return row!.id;
 }
