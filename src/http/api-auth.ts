@@ -31,7 +31,7 @@ import {
   TOKEN_PREFIX,
   type TokenStore,
 } from './api-tokens.ts';
-import { tokenMatches } from './auth.ts';
+import { tokenMatcher } from './auth.ts';
 import type { AppEnv } from './env.ts';
 import { errorResponse } from './errors.ts';
 import { header } from './headers.ts';
@@ -84,10 +84,11 @@ export interface ApiAuth {
 
 export function apiAuth(opts: { apiTokens: readonly string[]; store: TokenStore }): ApiAuth {
   const { apiTokens, store } = opts;
+  const envToken = tokenMatcher(apiTokens);
   let match: ScopeMatcher | undefined;
 
   async function principalOf(given: string | undefined): Promise<Principal | undefined> {
-    if (tokenMatches(given, apiTokens)) return ENV_PRINCIPAL;
+    if (envToken(given)) return ENV_PRINCIPAL;
     if (given?.startsWith(TOKEN_PREFIX)) {
       const stored = await store.authenticate(given);
       if (stored) return stored;

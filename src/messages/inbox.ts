@@ -2,7 +2,7 @@
  * The inbox: every callback body, kept raw and as received, in the same transaction as what
  * it changes. An exact duplicate (same kind, same bytes) conflicts on the dedup key.
  */
-import { createHash } from 'node:crypto';
+import { hash as digestOf } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { type Db, rowsOf, type Tx } from '../db/client.ts';
 import { UNSTORABLE_CHAR } from '../db/errors.ts';
@@ -56,7 +56,8 @@ export function dedupKey(
   /** `keysTimedSince` of the database: keys of bodies timed before it are plain */
   timedSince: number,
 ): string {
-  const hash = createHash('sha256').update(kind).update('\n').update(body).digest();
+  // one-shot: the same bytes as createHash().update(kind).update('\n').update(body), for less CPU
+  const hash = digestOf('sha256', `${kind}\n${body}`, 'buffer');
   const seconds = bodySeconds(body);
   if (seconds === undefined || seconds < timedSince) return hash.toString('hex');
   const key = Buffer.allocUnsafe(32);

@@ -22,7 +22,7 @@
  */
 import { isIP } from 'node:net';
 import type { MiddlewareHandler } from 'hono';
-import { tokenMatches } from '../http/auth.ts';
+import { tokenMatcher } from '../http/auth.ts';
 import { isLoopback, requestOrigin, trustedProxies } from '../http/client-address.ts';
 import { header, nodeRequest } from '../http/headers.ts';
 import { isJsonType, providerError } from './http.ts';
@@ -61,11 +61,11 @@ function namesLoopback(host: string | undefined): boolean {
 /** Refuses every request that is neither from this host nor carries SANDBOX_TOKEN (403). */
 export function sandboxAccess(opts: SandboxAccessOptions = {}): MiddlewareHandler {
   const proxies = trustedProxies(opts.trustedProxies ?? []);
-  const tokens = opts.token === undefined || opts.token === '' ? [] : [opts.token];
+  const token = tokenMatcher(opts.token === undefined || opts.token === '' ? [] : [opts.token]);
   return async (c, next) => {
     const presented = header(c, SANDBOX_TOKEN_HEADER);
     if (presented !== undefined) {
-      if (tokenMatches(presented, tokens)) return next();
+      if (token(presented)) return next();
       return providerError(
         c,
         403,

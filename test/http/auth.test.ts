@@ -2,10 +2,12 @@
  * API_TOKEN: /v1/* needs a bearer token (any of the comma-separated ones) when it is set, and
  * so does /ui (through the console's own guard, which also takes its sign-in cookie); the
  * operational routes, the API reference, the hooks (their own auth) and the sandbox stay open
- * to it.
+ * to it. The constant-time check itself (`tokenMatcher`) is held to a plain comparison.
  */
-import { beforeAll, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../../src/app.ts';
+import { tokenMatcher } from '../../src/http/auth.ts';
 import { buildTestApp, json, phone, readJson, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
 
@@ -166,5 +168,38 @@ describeEachEngine('API_TOKEN', (ctx) => {
     // open routes say so explicitly (redocly's security-defined rule)
     expect(doc.paths['/healthz'].get.security).toEqual([]);
     expect(JSON.stringify(doc.paths['/hooks/delivery'].post.security)).not.toContain('apiBearer');
+  });
+});
+
+describe('tokenMatcher', () => {
+  it('answers as a plain comparison with each token does, for any tokens and candidate', () => {
+    // the digests of the tokens are made once, when the check is: held to `includes`
+    fc.assert(
+      fc.property(
+        fc.array(fc.string({ unit: 'binary', minLength: 1 }), { maxLength: 3 }),
+        fc.option(fc.string({ unit: 'binary' }), { nil: undefined }),
+        fc.nat(),
+        (tokens, other, pick) => {
+          const check = tokenMatcher(tokens);
+          const candidates = [
+            other,
+            ...tokens,
+            tokens.length ? `${tokens[pick % tokens.length]}x` : '',
+          ];
+          for (const c of candidates) {
+            expect(check(c)).toBe(c !== undefined && c !== '' && tokens.includes(c));
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('checks against the tokens as they were when it was made', () => {
+    const tokens = ['first'];
+    const check = tokenMatcher(tokens);
+    tokens[0] = 'second';
+    expect(check('first')).toBe(true);
+    expect(check('second')).toBe(false);
   });
 });

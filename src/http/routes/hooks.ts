@@ -14,7 +14,7 @@ import type { RawCallback } from '../../messages/inbox.ts';
 import type { IngestDeps, IngestResult } from '../../messages/ingest.ts';
 import { createDeliveryBatcher } from '../../messages/ingest-batch.ts';
 import { ErrorBody } from '../../messages/views.ts';
-import { presentedCallbackToken, tokenMatches } from '../auth.ts';
+import { presentedCallbackToken, tokenMatcher } from '../auth.ts';
 import { readText } from '../body.ts';
 import type { AppEnv } from '../env.ts';
 import { errorResponse } from '../errors.ts';
@@ -56,6 +56,7 @@ export function hookRoutes(deps: {
   // every token of CALLBACK_TOKEN is taken (rotation: the new one first, the old one until
   // the provider's side is changed)
   const tokens = deps.config.callbackTokens;
+  const callbackToken = tokenMatcher(tokens);
 
   const handle =
     (
@@ -63,7 +64,7 @@ export function hookRoutes(deps: {
       ingest: (d: IngestDeps, raw: RawCallback) => Promise<IngestResult>,
     ) =>
     async (c: Context<AppEnv>) => {
-      if (tokens.length > 0 && !tokenMatches(presentedCallbackToken(c), tokens)) {
+      if (tokens.length > 0 && !callbackToken(presentedCallbackToken(c))) {
         deps.metrics.callbacks.inc({ kind, outcome: 'unauthorized' });
         return errorResponse(c, 'UNAUTHORIZED', 'missing or wrong callback token');
       }
