@@ -10,18 +10,13 @@ import type { RunningServer } from '../../src/server.ts';
 import { loadExample, SAMPLE_VARS } from '../flows/helpers.ts';
 import { phone, readJson } from '../support/app.ts';
 import { availableEngines, createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { postJson } from '../support/http.ts';
 import { eventually, startTestServer } from '../support/server.ts';
 
 const FLOW = 'appointment-reminder';
 const vars = SAMPLE_VARS[FLOW];
 
-async function post(url: string, body: unknown) {
-  return fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-}
+const post = postJson;
 
 interface PathStep {
   node: string;

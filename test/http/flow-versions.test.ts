@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningServer } from '../../src/server.ts';
 import { phone, readJson } from '../support/app.ts';
 import { availableEngines, createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { postJson } from '../support/http.ts';
 import { eventually, startTestServer } from '../support/server.ts';
 
 const FLOW = 'versioned';
@@ -39,13 +40,7 @@ const B = A.replace(
     wrong: [ { outcome: declined }, hangup ]
 `);
 
-async function post(url: string, body: unknown) {
-  return fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-}
+const post = postJson;
 
 for (const engine of availableEngines()) {
   describe(`flow versions: list, diff, stats per version and language [${engine}]`, () => {

@@ -8,18 +8,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { phone, readJson, uniq } from '../support/app.ts';
 import { createTestDatabase, describeEachEngine, type TestDatabase } from '../support/db.ts';
+import { postJson } from '../support/http.ts';
 import { eventually, startTestServer, type TestServer } from '../support/server.ts';
 import { NO_POSTGRES, onlyIf } from '../support/skip.ts';
 
 const HOUR = { DISPATCH_IDLE_MAX_MS: String(3_600_000) };
 
-async function post(url: string, body: unknown) {
-  return fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-}
+const post = postJson;
 
 /** The leader's idle rounds so far (switchboard_dispatch_rounds_total{result="idle"}). */
 async function idleRounds(server: TestServer): Promise<number> {

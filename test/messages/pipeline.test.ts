@@ -6,17 +6,12 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { RunningServer } from '../../src/server.ts';
 import { phone, readJson, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
+import { postJson } from '../support/http.ts';
 import { eventually, startTestServer } from '../support/server.ts';
 
 const TOKEN = 'callback-secret-for-tests';
 
-async function post(url: string, body: unknown, headers: Record<string, string> = {}) {
-  return fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
-  });
-}
+const post = postJson;
 
 describeEachEngine('messages pipeline', (ctx) => {
   let server: RunningServer;

@@ -9,15 +9,10 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { RunningServer } from '../../src/server.ts';
 import { phone, readJson, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
+import { postJson } from '../support/http.ts';
 import { eventually, startTestServer } from '../support/server.ts';
 
-async function post(url: string, body: unknown) {
-  return fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-}
+const post = postJson;
 
 interface Event {
   status: string;

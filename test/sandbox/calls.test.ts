@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, test } from 'vitest';
+import { postJson } from '../support/http.ts';
 import { API_KEY, json, type Served, serveSandbox } from './helpers.ts';
 
 const TO = '+380501234567';
@@ -9,13 +10,8 @@ afterEach(async () => {
   await s?.close();
 });
 
-async function post(path: string, body: unknown, headers: Record<string, string> = API_KEY) {
-  return fetch(`${s.baseUrl}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: JSON.stringify(body),
-  });
-}
+const post = (path: string, body: unknown, headers: Record<string, string> = API_KEY) =>
+  postJson(`${s.baseUrl}${path}`, body, headers);
 
 function speechcall(base: string) {
   const hook = (name: string, headers?: Record<string, string>) => ({

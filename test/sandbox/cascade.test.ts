@@ -2,6 +2,7 @@ import { afterEach, describe, expect, test } from 'vitest';
 import { AppError } from '../../src/errors.ts';
 import { type CascadeClientOptions, createCascadeClient } from '../../src/provider/cascade.ts';
 import { shortUrl, substitutePlaceholders } from '../../src/sandbox/cascade.ts';
+import { postJson } from '../support/http.ts';
 import { json, type Served, serveSandbox } from './helpers.ts';
 
 const TO = '+380501234567';
@@ -10,13 +11,8 @@ afterEach(async () => {
   await s?.close();
 });
 
-async function post(path: string, body: unknown, headers: Record<string, string>) {
-  return fetch(`${s.baseUrl}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: JSON.stringify(body),
-  });
-}
+const post = (path: string, body: unknown, headers: Record<string, string>) =>
+  postJson(`${s.baseUrl}${path}`, body, headers);
 const KEY = { 'X-Authorization-Key': 'sandbox-key' };
 const GENERAL = '/api/CascadeMessage/send_message/async';
 const TG_VIBER = '/api/CascadeMessage/send_message/tg-viber/async';

@@ -11,6 +11,7 @@
 import { afterEach, describe, expect, test } from 'vitest';
 import type { CreateSandboxOptions } from '../../src/sandbox/app.ts';
 import { createSandbox } from '../../src/sandbox/app.ts';
+import { postJson } from '../support/http.ts';
 import { API_KEY, json, type Served, serveSandbox, sms } from './helpers.ts';
 
 const TO = '+380501234567';
@@ -28,13 +29,8 @@ async function start(opts: CreateSandboxOptions = {}): Promise<Served> {
   return s;
 }
 
-function post(path: string, body: unknown, headers: Record<string, string> = API_KEY) {
-  return fetch(`${s.baseUrl}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
-  });
-}
+const post = (path: string, body: unknown, headers: Record<string, string> = API_KEY) =>
+  postJson(`${s.baseUrl}${path}`, body, headers);
 
 async function send(messages: unknown[]) {
   const res = await post('/bat/messagelist', { messages });
