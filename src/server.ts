@@ -22,7 +22,7 @@ import { answerClientErrors } from './http/client-errors.ts';
 import { createMetrics } from './http/metrics.ts';
 import { createOutboundPolicy } from './http/outbound.ts';
 import type { Logger } from './logger.ts';
-import { partitionLimits } from './privacy/retention.ts';
+import { retentionCutoff } from './privacy/retention.ts';
 import { loadWebhookSecrets } from './privacy/webhook-secret.ts';
 import { type CascadeAuth, createCascadeClient } from './provider/cascade.ts';
 import { createProviderClient, type ProviderAuth } from './provider/client.ts';
@@ -101,12 +101,9 @@ export async function startServer(
   if (config.partitions.managed) {
     // today's and the next days' partitions before the first write (src/db/partitions.ts)
     const now = systemClock.now();
-    const made = await ensurePartitions(
-      database.db,
-      now,
-      config.partitions.aheadDays,
-      partitionLimits(now, config),
-    );
+    const made = await ensurePartitions(database.db, now, config.partitions.aheadDays, {
+      keepFrom: config.retentionDays ? retentionCutoff(now, config.retentionDays) : undefined,
+    });
     if (made.length > 0) logger.info({ partitions: made.length }, 'day partitions made');
   }
   // DATABASE_READ_URL: the read routes query a streaming replica (docs/scaling.md)

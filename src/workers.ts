@@ -27,9 +27,9 @@ import {
 import { attachPending, type IngestDeps } from './messages/ingest.ts';
 import { expireOverdue, pollOnce, type StatusLookup } from './messages/poller.ts';
 import {
-  partitionLimits,
   RETENTION_STEPS,
   removeEndedPrompts,
+  retentionCutoff,
   runAuditRetention,
   runRetention,
 } from './privacy/retention.ts';
@@ -318,13 +318,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
       deps.prompts &&
       (await removeEndedPrompts(deps.database.db, deps.clock.now(), deps.prompts.graceMs, 500));
     if (prompts) await deps.prompts?.removeFiles(prompts.files);
-    const audit = await runAuditRetention(
-      deps.database.db,
-      deps.clock,
-      deps.auditRetentionDays,
-      500,
-      { partitions: deps.partitions !== undefined },
-    );
+    const audit = await runAuditRetention(deps.database.db, deps.clock, deps.auditRetentionDays);
     const more = keys.more || prompts?.more === true || audit.more;
     if (deps.retentionDays === undefined) return more;
     const kept = await runRetention(
@@ -350,12 +344,9 @@ export function startWorkers(deps: WorkerDeps): Workers {
       async () => {
         if (!wasLeader || !deps.partitions) return false;
         const now = deps.clock.now();
-        const made = await ensurePartitions(
-          deps.database.db,
-          now,
-          deps.partitions.aheadDays,
-          partitionLimits(now, deps),
-        );
+        const made = await ensurePartitions(deps.database.db, now, deps.partitions.aheadDays, {
+          keepFrom: deps.retentionDays ? retentionCutoff(now, deps.retentionDays) : undefined,
+        });
         if (made.length > 0) logger.info({ partitions: made }, 'day partitions made');
         return false;
       },

@@ -60,7 +60,7 @@ function refresh(db: Db, entry: Entry) {
  */
 export async function partitionOf(
   db: Db,
-  table: Exclude<PartitionedTable, 'inbox' | 'audit_log'>,
+  table: Exclude<PartitionedTable, 'inbox'>,
   id: string,
 ): Promise<string | undefined> {
   let entry = maps.get(db);

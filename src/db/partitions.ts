@@ -1,16 +1,14 @@
 /**
  * Day partitions of the append-only tables: the timelines (migration 0017), the events for the
- * user's endpoints (0018), the raw callbacks (0019) and the audit log (0027). `message_events`
- * and `call_events` are partitioned by RANGE of their parent's id, `outgoing_events` by its
- * own, each a UUIDv7 (its first 48 bits are the millisecond it was made), `inbox` by
- * `received_at` and `audit_log` by `at`; one partition per UTC day, and a default partition
- * for what falls outside every day made. So:
+ * user's endpoints (0018) and the raw callbacks (0019). `message_events` and `call_events` are
+ * partitioned by RANGE of their parent's id, `outgoing_events` by its own, each a UUIDv7 (its
+ * first 48 bits are the millisecond it was made), and `inbox` by `received_at`; one partition
+ * per UTC day, and a default partition for what falls outside every day made. So:
  *
  * - a read by message or call id (every timeline) touches one partition, whatever the number
  *   of days kept (a message's read by id names it: db/partition-map.ts);
  * - retention drops whole days (`dropPartitionsBefore`): a file unlinked, no row-by-row
- *   delete, no bloat, no vacuum behind it; the audit log's days at a limit of their own
- *   (AUDIT_RETENTION_DAYS: `kept: 'audit'`), the others' at RETENTION_DAYS;
+ *   delete, no bloat, no vacuum behind it;
  * - the server makes each day's partition ahead (`ensurePartitions`, at start and then hourly
  *   on the leader): PARTITIONS_AHEAD_DAYS days (default 7). A day it did not make in time
  *   (a server stopped for longer) fills the default partition meanwhile, and its rows move
@@ -37,22 +35,15 @@ import { isLockNotAvailable } from './errors.ts';
 import { deleteInboxRefs } from './inbox-refs.ts';
 
 /**
- * Which retention limit drops a table's days: RETENTION_DAYS (`data`: what was sent and
- * received) or AUDIT_RETENTION_DAYS (`audit`: who changed what through the API).
- */
-export type Kept = 'data' | 'audit';
-
-/**
  * The partitioned tables and their keys: the parent's UUIDv7, the row's own, or (`byTime`) a
- * timestamptz. `kept`: the retention limit of its days (`data` when unset). `release`: the
- * rows of other tables that go with a day of this one, in the drop's transaction, before the
- * drop and (`after`) checked after it (false: the day waits, whole, for a later round).
+ * timestamptz. `release`: the rows of other tables that go with a day of this one, in the
+ * drop's transaction, before the drop and (`after`) checked after it (false: the day waits,
+ * whole, for a later round).
  */
 export const PARTITIONED: readonly {
-  table: 'message_events' | 'call_events' | 'outgoing_events' | 'inbox' | 'audit_log';
+  table: 'message_events' | 'call_events' | 'outgoing_events' | 'inbox';
   key: string;
   byTime?: true;
-  kept?: 'audit';
   release?: {
     before(tx: Tx, p: DayPartition): Promise<boolean>;
     after?(tx: Tx, p: DayPartition): Promise<boolean>;
@@ -66,11 +57,7 @@ export const PARTITIONED: readonly {
     release: { before: releaseDeliveries, after: noDeliveryLeft },
   },
   { table: 'inbox', key: 'received_at', byTime: true, release: { before: releaseBodies } },
-  { table: 'audit_log', key: 'at', byTime: true, kept: 'audit' },
 ];
-
-const keptBy = (table: PartitionedTable): Kept =>
-  PARTITIONED.find((t) => t.table === table)?.kept ?? 'data';
 
 export type PartitionedTable = (typeof PARTITIONED)[number]['table'];
 
@@ -157,31 +144,22 @@ function dayOf(ms: number): string {
  * move into it; the names of those made. Each in its own short transaction, which waits at
  * most `lockTimeoutMs` for the table (a partition made takes a brief exclusive lock on its
  * parent): one that could not wait is made on the next round. With `keepFrom` (the retention
- * limit of the data tables) and `keepAuditFrom` (the audit log's), no day that ended before
- * its table's limit is made: retention would drop it again, and its rows go one by one.
+ * limit), no day that ended before it is made: retention would drop it again, and its rows go
+ * one by one.
  */
 export async function ensurePartitions(
   db: Db,
   now: Date,
   aheadDays: number,
-  opts: {
-    keepFrom?: Date | undefined;
-    keepAuditFrom?: Date | undefined;
-    lockTimeoutMs?: number;
-  } = {},
+  opts: { keepFrom?: Date | undefined; lockTimeoutMs?: number } = {},
 ): Promise<string[]> {
   const lockTimeoutMs = opts.lockTimeoutMs ?? 2000;
-  // per limit, the last day that ends before it ('' when none)
-  const lastDayBefore = (limit: Date | undefined) => (limit ? dayOf(limit.getTime() - DAY_MS) : '');
-  const keepFrom: Record<Kept, string> = {
-    data: lastDayBefore(opts.keepFrom),
-    audit: lastDayBefore(opts.keepAuditFrom),
-  };
+  const keepFrom = opts.keepFrom ? dayOf(opts.keepFrom.getTime() - DAY_MS) : '';
   const have = new Set((await listPartitions(db)).map((p) => `${p.table} ${dayOf(p.fromMs)}`));
   const today = Math.floor(now.getTime() / DAY_MS) * DAY_MS;
   const ahead = Array.from({ length: aheadDays + 1 }, (_, i) => dayOf(today + i * DAY_MS));
   const made: string[] = [];
-  for (const { table, key, byTime, kept = 'data' } of PARTITIONED) {
+  for (const { table, key, byTime } of PARTITIONED) {
     const dayOfRow = sql`${sql.raw(byTime ? 'switchboard_time_day' : 'switchboard_uuidv7_day')}(${sql.identifier(key)})`;
     // the default partition is empty but for such rows: reading it is a short scan
     const waiting = rowsOf<{ d: string }>(
@@ -191,8 +169,8 @@ export async function ensurePartitions(
         where ${dayOfRow} is not null`),
     ).map((r) => r.d);
     for (const day of [...new Set([...waiting, ...ahead])].sort()) {
-      // a day ends by its limit when it is the limit's day before, or earlier
-      if (have.has(`${table} ${day}`) || day <= keepFrom[kept]) continue;
+      // a day ends by keepFrom when it is keepFrom's day before, or earlier ('' when none)
+      if (have.has(`${table} ${day}`) || day <= keepFrom) continue;
       try {
         const name = await db.transaction(async (tx) => {
           await tx.execute(sql`select set_config('lock_timeout', ${`${lockTimeoutMs}ms`}, true)`);
@@ -269,10 +247,9 @@ function deliveriesOf(p: DayPartition) {
 }
 
 /**
- * Drops the day partitions of the tables `kept` names (the data tables unless told) that end
- * at or before `cutoff`: every event in them belongs to a message or call made before it (or,
- * for `outgoing_events`, was recorded before it; a day goes with its deliveries, once none is
- * pending: `releaseDeliveries`; for `audit_log`, was written before it). Each drop is its own
+ * Drops the day partitions that end at or before `cutoff`: every event in them belongs to a
+ * message or call made before it (or, for `outgoing_events`, was recorded before it; a day
+ * goes with its deliveries, once none is pending: `releaseDeliveries`). Each drop is its own
  * short transaction that waits at most `lockTimeoutMs` for the table; one that could not is
  * left for the next round. The names of those dropped, with their row counts as the
  * statistics last saw them (a count would read what is about to go).
@@ -281,11 +258,8 @@ export async function dropPartitionsBefore(
   db: Db,
   cutoff: Date,
   lockTimeoutMs = 2000,
-  kept: Kept = 'data',
 ): Promise<{ name: string; rows: number }[]> {
-  const old = (await listPartitions(db)).filter(
-    (p) => p.toMs <= cutoff.getTime() && keptBy(p.table) === kept,
-  );
+  const old = (await listPartitions(db)).filter((p) => p.toMs <= cutoff.getTime());
   const dropped: { name: string; rows: number }[] = [];
   for (const p of old) {
     const of = PARTITIONED.find((t) => t.table === p.table);

@@ -11,8 +11,7 @@
  * outcomes; each campaign's row with its counts (its recipients go); and every aggregate
  * (flow stats).
  *
- * The audit log has a limit of its own (AUDIT_RETENTION_DAYS, `runAuditRetention`): its days
- * go whole too.
+ * The audit log has a limit of its own (AUDIT_RETENTION_DAYS, `runAuditRetention`).
  *
  * @example
  * // a worker loop: again at once while there is more, else after a pause
@@ -161,29 +160,20 @@ function oldestFirst(
 ): RetentionStep {
   return {
     kind,
-    run: (db, cutoff, batchSize) => deleteOldest(db, table, timeColumn, cutoff, batchSize),
+    async run(db, cutoff, batchSize) {
+      const changed = count(
+        await db.execute(sql`
+          delete from ${sql.identifier(table)} where id in (
+            select id from (
+              select id, ${sql.identifier(timeColumn)} as t from ${sql.identifier(table)}
+              order by id limit ${batchSize} for update skip locked) oldest
+            where t < ${cutoff.toISOString()}::timestamptz)
+          returning id`),
+      );
+      // the next oldest rows may be old too; a round that finds none ends it
+      return { changed, more: changed > 0 };
+    },
   };
-}
-
-/** One batch of `oldestFirst`: of the oldest `batchSize` rows by id, those before `cutoff`. */
-async function deleteOldest(
-  db: Db,
-  table: 'message_events_default' | 'call_events_default' | 'audit_log_default',
-  timeColumn: 'received_at' | 'at',
-  cutoff: Date,
-  batchSize: number,
-): Promise<{ changed: number; more: boolean }> {
-  const changed = count(
-    await db.execute(sql`
-      delete from ${sql.identifier(table)} where id in (
-        select id from (
-          select id, ${sql.identifier(timeColumn)} as t from ${sql.identifier(table)}
-          order by id limit ${batchSize} for update skip locked) oldest
-        where t < ${cutoff.toISOString()}::timestamptz)
-      returning id`),
-  );
-  // the next oldest rows may be old too; a round that finds none ends it
-  return { changed, more: changed > 0 };
 }
 
 const MESSAGES_STATE = 'retention_messages';
@@ -383,57 +373,6 @@ export function retentionCutoff(now: Date, days: number): Date {
 }
 
 /**
- * The limits `ensurePartitions` makes no day before, at `now`: RETENTION_DAYS's for the data
- * tables, AUDIT_RETENTION_DAYS's for the audit log (unset: every day is kept).
- */
-export function partitionLimits(
-  now: Date,
-  limits: { retentionDays?: number | undefined; auditRetentionDays?: number | undefined },
-): { keepFrom: Date | undefined; keepAuditFrom: Date | undefined } {
-  const cutoff = (days: number | undefined) => (days ? retentionCutoff(now, days) : undefined);
-  return {
-    keepFrom: cutoff(limits.retentionDays),
-    keepAuditFrom: cutoff(limits.auditRetentionDays),
-  };
-}
-
-/** What one round of the audit log's retention removed (AUDIT_RETENTION_DAYS). */
-export interface AuditRetentionResult {
-  removed: {
-    /** day partitions of `audit_log` dropped whole (src/db/partitions.ts) */
-    auditPartitions: number;
-    /** audit rows deleted one by one: those in the default partition */
-    auditRows: number;
-  };
-  /** a batch was full or a day went: run again soon */
-  more: boolean;
-}
-
-/**
- * One round of the audit log's retention: the days older than `days` days (by `clock`) go
- * whole, one day a round (unless `partitions` is false: PARTITIONS=external, another tool
- * drops them), and the default partition's old rows a batch at a time, oldest first (its ids
- * grow with time, as the timelines' do). Does nothing without `days`.
- */
-export async function runAuditRetention(
-  db: Db,
-  clock: Clock,
-  days: number | undefined,
-  batchSize = 500,
-  opts: { partitions?: boolean } = {},
-): Promise<AuditRetentionResult> {
-  const removed = { auditPartitions: 0, auditRows: 0 };
-  if (days === undefined || days <= 0) return { removed, more: false };
-  const cutoff = retentionCutoff(clock.now(), days);
-  if (opts.partitions !== false) {
-    removed.auditPartitions = (await dropPartitionsBefore(db, cutoff, undefined, 'audit')).length;
-  }
-  const rows = await deleteOldest(db, 'audit_log_default', 'at', cutoff, batchSize);
-  removed.auditRows = rows.changed;
-  return { removed, more: removed.auditPartitions > 0 || rows.more };
-}
-
-/**
  * One round of retention: a batch of each kind older than `days` days (by `clock`). Call it
  * again while `more` is true, and every few minutes otherwise. Does nothing without `days`.
  */
@@ -464,6 +403,38 @@ export async function runRetention(
     more ||= result.more;
   }
   return { removed, more };
+}
+
+/** What one round of the audit log's retention removed (AUDIT_RETENTION_DAYS). */
+export interface AuditRetentionResult {
+  /** audit rows deleted */
+  removed: number;
+  /** the batch was full: run again soon */
+  more: boolean;
+}
+
+/**
+ * One round of the audit log's retention: at most `batchSize` rows older than `days` days
+ * (by `clock`), oldest first through `audit_log_at_idx`, in one short statement that skips
+ * rows someone holds. Narrow rows: autovacuum makes their space reusable for the rows that
+ * come after, so the table stays the size of its limit. Does nothing without `days`.
+ */
+export async function runAuditRetention(
+  db: Db,
+  clock: Clock,
+  days: number | undefined,
+  batchSize = 500,
+): Promise<AuditRetentionResult> {
+  if (days === undefined || days <= 0) return { removed: 0, more: false };
+  const cutoff = retentionCutoff(clock.now(), days).toISOString();
+  const removed = count(
+    await db.execute(sql`
+      delete from audit_log where id in (
+        select id from audit_log where at < ${cutoff}::timestamptz
+        order by at, id limit ${batchSize} for update skip locked)
+      returning id`),
+  );
+  return { removed, more: removed === batchSize };
 }
 
 /** What one round of prompt removal did. */

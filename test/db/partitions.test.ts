@@ -1,11 +1,10 @@
 /**
- * The day partitions of the timelines (migration 0017), of the events for the user's endpoints
- * (0018), of the raw callbacks (0019) and of the audit log (0027), src/db/partitions.ts, on
- * PGlite and on Postgres: the server makes each day ahead, a day made late takes its rows back
- * from the default partition, a read by id touches one partition, retention drops whole days
- * (a day of events with its deliveries and attempts, once none is pending; no foreign key
- * refers to the events; the audit log's days at a limit of their own), and each migration
- * converts a populated database without losing or changing a row.
+ * The day partitions of the timelines (migration 0017) and of the events for the user's
+ * endpoints (0018), src/db/partitions.ts, on PGlite and on Postgres: the server makes each day
+ * ahead, a day made late takes its rows back from the default partition, a read by id touches
+ * one partition, retention drops whole days (a day of events with its deliveries and attempts,
+ * once none is pending; no foreign key refers to the events), and each migration converts a
+ * populated database without losing or changing a row.
  */
 import { eq, sql } from 'drizzle-orm';
 import { expect, it } from 'vitest';
@@ -20,10 +19,10 @@ import { replayEvent } from '../../src/events/replay.ts';
 import { webhookId } from '../../src/events/sign.ts';
 import { uuidv7 } from '../../src/ids.ts';
 import { dedupKey, keysTimedSince, storeRaw } from '../../src/messages/inbox.ts';
-import { partitionLimits, runAuditRetention, runRetention } from '../../src/privacy/retention.ts';
+import { runRetention } from '../../src/privacy/retention.ts';
 import { insertEndpoint, insertEvent } from '../events/delivery-helpers.ts';
 import { waitUntil } from '../faults/helpers.ts';
-import { describeEachEngine, insertAuditRow } from '../support/db.ts';
+import { describeEachEngine } from '../support/db.ts';
 import { describeMigration } from '../support/migrations.ts';
 import { ONE_CONNECTION, onlyIf } from '../support/skip.ts';
 
@@ -110,14 +109,6 @@ async function deliver(db: Db, deliveryId: number, eventId: string, endpointId: 
 // a v4 id: no time in it, so no day
 const STRAY = '5b8e2c1a-0d4f-4c2b-9a1e-3f6d7c8b9a0e';
 
-/** Where the audit row `id` is stored (none when it is gone). */
-async function auditHome(db: Db, id: number): Promise<string | undefined> {
-  const [row] = rowsOf<{ part: string }>(
-    await db.execute(sql`select tableoid::regclass::text as part from audit_log where id = ${id}`),
-  );
-  return row?.part;
-}
-
 async function addEvent(db: Db, messageId: string, at: Date) {
   await db.execute(sql`
     insert into message_events (message_id, status, source, at, received_at)
@@ -136,14 +127,12 @@ describeEachEngine('day partitions', (ctx) => {
           dayName('call_events', D0 + i * DAY),
           dayName('outgoing_events', D0 + i * DAY),
           dayName('inbox', D0 + i * DAY),
-          dayName('audit_log', D0 + i * DAY),
         ])
         .sort(),
     );
     expect(await ensurePartitions(db(), new Date(D0 + 3_600_000), 2)).toEqual([]);
     const spans = (await listPartitions(db())).filter((p) => p.fromMs === D0);
     expect(spans.map((p) => [p.table, p.fromMs, p.toMs]).sort()).toEqual([
-      ['audit_log', D0, D0 + DAY],
       ['call_events', D0, D0 + DAY],
       ['inbox', D0, D0 + DAY],
       ['message_events', D0, D0 + DAY],
@@ -484,127 +473,6 @@ describeEachEngine('day partitions', (ctx) => {
       expect(await rowsOfEvent(db(), 'delivery_attempts', a.eventId)).toBe(1);
     },
   );
-
-  it('keeps the audit log by AUDIT_RETENTION_DAYS, apart from the data it describes', async () => {
-    const day = D0 + 160 * DAY;
-    await ensurePartitions(db(), new Date(day), 1);
-    const rows = {
-      first: await insertAuditRow(db(), new Date(day + 1000)),
-      second: await insertAuditRow(db(), new Date(day + DAY + 1000)),
-      // before 2020: no day, the default partition
-      stray: await insertAuditRow(db(), new Date(Date.UTC(2019, 5, 1))),
-    };
-    expect(await auditHome(db(), rows.first)).toBe(dayName('audit_log', day));
-    expect(await auditHome(db(), rows.second)).toBe(dayName('audit_log', day + DAY));
-    expect(await auditHome(db(), rows.stray)).toBe('audit_log_default');
-    // 30 days kept, an hour into the second day's thirtieth day after
-    const clock: Clock = { now: () => new Date(day + DAY + 30 * DAY + 3_600_000) };
-    const names = async () => (await listPartitions(db())).map((p) => p.name);
-
-    // RETENTION_DAYS leaves the audit log alone, and AUDIT_RETENTION_DAYS the data
-    await runRetention(db(), clock, 30);
-    expect(await names()).toContain(dayName('audit_log', day));
-    expect(await auditHome(db(), rows.first)).toBe(dayName('audit_log', day));
-    expect(await runAuditRetention(db(), clock, undefined)).toEqual({
-      removed: { auditPartitions: 0, auditRows: 0 },
-      more: false,
-    });
-    const data = (await names()).filter((n) => !n.startsWith('audit_log'));
-
-    const { removed, more } = await runAuditRetention(db(), clock, 30);
-    // the first day whole (and the earlier tests' days), the stray row one by one
-    expect(removed.auditPartitions).toBeGreaterThanOrEqual(1);
-    expect(removed.auditRows).toBe(1);
-    expect(more).toBe(true);
-    expect(await names()).not.toContain(dayName('audit_log', day));
-    expect(await names()).toContain(dayName('audit_log', day + DAY));
-    expect(await auditHome(db(), rows.first)).toBeUndefined();
-    expect(await auditHome(db(), rows.stray)).toBeUndefined();
-    expect(await auditHome(db(), rows.second)).toBe(dayName('audit_log', day + DAY));
-    expect((await names()).filter((n) => !n.startsWith('audit_log'))).toEqual(data);
-    // nothing left to do
-    expect(await runAuditRetention(db(), clock, 30)).toEqual({
-      removed: { auditPartitions: 0, auditRows: 0 },
-      more: false,
-    });
-    // with PARTITIONS=external another tool drops the days: the rows of the default go still
-    const late = await insertAuditRow(db(), new Date(Date.UTC(2019, 6, 1)));
-    const external = await runAuditRetention(db(), clock, 1, 500, { partitions: false });
-    expect(external.removed).toEqual({ auditPartitions: 0, auditRows: 1 });
-    expect(await names()).toContain(dayName('audit_log', day + DAY));
-    expect(await auditHome(db(), late)).toBeUndefined();
-  });
-
-  it('makes no audit day before AUDIT_RETENTION_DAYS, and the data days by RETENTION_DAYS', async () => {
-    const past = D0 + 170 * DAY;
-    const row = await insertAuditRow(db(), new Date(past + 1000));
-    const id = uuidv7(past + 1000);
-    await addEvent(db(), id, new Date(past + 1000));
-    const now = new Date(D0 + 175 * DAY);
-    const made = await ensurePartitions(db(), now, 0, {
-      keepFrom: new Date(D0 + 165 * DAY),
-      keepAuditFrom: new Date(D0 + 172 * DAY),
-    });
-    expect(made).toContain(dayName('message_events', past));
-    expect(made).not.toContain(dayName('audit_log', past));
-    expect(made).toContain(dayName('audit_log', D0 + 175 * DAY));
-    expect(await homes(db(), id)).toEqual([dayName('message_events', past)]);
-    expect(await auditHome(db(), row)).toBe('audit_log_default');
-    // with the limits from the days: the same
-    expect(partitionLimits(now, { retentionDays: 10, auditRetentionDays: 3 })).toEqual({
-      keepFrom: new Date(D0 + 165 * DAY),
-      keepAuditFrom: new Date(D0 + 172 * DAY),
-    });
-    expect(partitionLimits(now, {})).toEqual({ keepFrom: undefined, keepAuditFrom: undefined });
-  });
-});
-
-describeMigration(27, 'over a populated database', (migrated) => {
-  it('moves every audit row into its day, keeps its id and what it says, and indexes the filters', async () => {
-    const database = migrated();
-    const db = database.db;
-    const today = Math.floor(Date.now() / DAY) * DAY;
-    const days = [today - 40 * DAY, today - 39 * DAY, today - 2 * DAY];
-    const times = days.flatMap((d) => [d + 1000, d + 2000]);
-    // a time no day is made for (before 2020): it stays in the default partition
-    times.push(Date.UTC(2019, 5, 1));
-    for (const [k, t] of times.entries()) {
-      await db.execute(sql`
-        insert into audit_log (at, token, method, route, status, request_id, changes)
-        values (${new Date(t).toISOString()}::timestamptz, ${k % 2 ? 'ops' : 'API_TOKEN'}, 'POST',
-                '/v1/messages', 202, ${`r-${k}`}, ${JSON.stringify({ created: { messages: { count: k } } })}::jsonb)`);
-    }
-    const before = await rowsAsJson(db, 'audit_log');
-    expect(before).toHaveLength(7);
-    const ids = rowsOf<{ id: number | string }>(
-      await db.execute(sql`select id from audit_log order by id`),
-    ).map((r) => Number(r.id));
-
-    await migrateDatabase(database);
-
-    expect(await rowsAsJson(db, 'audit_log')).toEqual(before);
-    const parts = (await listPartitions(db)).filter((p) => p.table === 'audit_log');
-    expect(parts.map((p) => p.name)).toEqual(days.map((d) => dayName('audit_log', d)));
-    expect(parts.map((p) => [p.fromMs, p.toMs])).toEqual(days.map((d) => [d, d + DAY]));
-    expect(await auditHome(db, ids[0]!)).toBe(dayName('audit_log', days[0]!));
-    expect(await auditHome(db, ids[5]!)).toBe(dayName('audit_log', days[2]!));
-    expect(await auditHome(db, ids[6]!)).toBe('audit_log_default');
-    const indexes = rowsOf<{ name: string }>(
-      await db.execute(sql`
-        select indexname as name from pg_indexes where tablename = 'audit_log' order by 1`),
-    ).map((r) => r.name);
-    expect(indexes).toEqual([
-      'audit_log_at_idx',
-      'audit_log_id_at_pk',
-      'audit_log_route_idx',
-      'audit_log_token_idx',
-    ]);
-    // a new row gets an id after the old ones, in today's partition once it is made
-    await ensurePartitions(db, new Date(), 0);
-    const fresh = await insertAuditRow(db, new Date());
-    expect(fresh).toBeGreaterThan(Math.max(...ids));
-    expect(await auditHome(db, fresh)).toBe(dayName('audit_log', today));
-  });
 });
 
 describeMigration(19, 'over a populated database', (migrated) => {

@@ -116,6 +116,21 @@ describeEachEngine('event delivery', (ctx) => {
     expect((await endpointRow(db(), ep.id)).failingSince).toBeNull();
   });
 
+  it('leaves a delivery whose event is gone unclaimed, and sends the others of the round', async () => {
+    // the claim reads the events by id after it took the deliveries (src/events/deliver.ts);
+    // a delivery without its event (none should be) is neither sent nor leased
+    const { ep, eventId, deliveryId } = await setUp();
+    const other = await insertEvent(db(), [ep.id], { at: clock.now() });
+    await db().delete(outgoingEvents).where(eq(outgoingEvents.id, eventId));
+    expect(await deliverOnce(deps())).toEqual({ attempted: 1 });
+    expect(recv!.received.map((r) => r.id)).toEqual([webhookId(other.eventId)]);
+    expect(await deliveryRow(db(), deliveryId)).toMatchObject({
+      state: 'pending',
+      attempts: 0,
+      nextAt: T0,
+    });
+  });
+
   it('retries a 500 on the schedule, with the same webhook-id, until a 200', async () => {
     const { ep, deliveryId } = await setUp((n) => ({ status: n === 1 ? 500 : 200 }));
     await deliverOnce(deps());

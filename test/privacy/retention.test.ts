@@ -9,7 +9,6 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/clock.ts';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 import { type Db, openDatabase, rowsOf } from '../../src/db/client.ts';
-import { ensurePartitions, listPartitions } from '../../src/db/partitions.ts';
 import {
   auditLog,
   callEvents,
@@ -19,7 +18,7 @@ import {
   outbox,
 } from '../../src/db/schema/index.ts';
 import { uuidv7, uuidv7Floor } from '../../src/ids.ts';
-import { runRetention } from '../../src/privacy/retention.ts';
+import { runAuditRetention, runRetention } from '../../src/privacy/retention.ts';
 import { buildTestApp, json, phone, readJson, uniq } from '../support/app.ts';
 import { describeEachEngine, insertAuditRow } from '../support/db.ts';
 import { eventually, startTestServer } from '../support/server.ts';
@@ -303,33 +302,49 @@ describe('AUDIT_RETENTION_DAYS', () => {
   });
 });
 
-describeEachEngine('retention on a running server', (ctx) => {
+describeEachEngine('runAuditRetention', (ctx) => {
   const db = (): Db => ctx.database().db;
-  const audit = (at: Date) => insertAuditRow(db(), at);
   const audited = async (id: number) =>
     (await db().select({ id: auditLog.id }).from(auditLog).where(eq(auditLog.id, id))).length > 0;
 
-  it('drops the audit log’s old days as soon as it leads, and keeps the rest', async () => {
-    const old = new Date(Date.now() - 3 * DAY);
-    await ensurePartitions(db(), old, 0);
+  it('removes the rows older than its limit, a batch at a time, and keeps the rest', async () => {
     const rows = {
-      // in its day's partition, and in the default partition (no day before 2020)
-      old: await audit(old),
-      stray: await audit(new Date(Date.UTC(2019, 5, 1))),
-      fresh: await audit(new Date()),
+      old: [
+        await insertAuditRow(db(), new Date(OLD)),
+        await insertAuditRow(db(), new Date(OLD)),
+        await insertAuditRow(db(), new Date(Date.parse(OLD) + DAY)),
+      ],
+      recent: await insertAuditRow(db(), new Date(RECENT)),
     };
-    const oldDay = `audit_log_p${old.toISOString().slice(0, 10).replaceAll('-', '')}`;
-    const names = async () => (await listPartitions(db())).map((p) => p.name);
-    expect(await names()).toContain(oldDay);
+    // RETENTION_DAYS leaves the audit log alone
+    let result = await runRetention(db(), at(NOW), 30, 500);
+    while (result.more) result = await runRetention(db(), at(NOW), 30, 500);
+    for (const id of rows.old) expect(await audited(id)).toBe(true);
+    expect(await runAuditRetention(db(), at(NOW), undefined)).toEqual({ removed: 0, more: false });
+    // 30 days kept: the three old rows go, two a batch, oldest first
+    expect(await runAuditRetention(db(), at(NOW), 30, 2)).toEqual({ removed: 2, more: true });
+    expect(await audited(rows.old[0]!)).toBe(false);
+    expect(await audited(rows.old[1]!)).toBe(false);
+    expect(await audited(rows.old[2]!)).toBe(true);
+    expect(await runAuditRetention(db(), at(NOW), 30, 2)).toEqual({ removed: 1, more: false });
+    expect(await audited(rows.old[2]!)).toBe(false);
+    expect(await audited(rows.recent)).toBe(true);
+  });
+});
+
+describeEachEngine('AUDIT_RETENTION_DAYS on a running server', (ctx) => {
+  const db = (): Db => ctx.database().db;
+  const audited = async (id: number) =>
+    (await db().select({ id: auditLog.id }).from(auditLog).where(eq(auditLog.id, id))).length > 0;
+
+  it('removes the old audit rows as soon as it leads, and keeps the rest', async () => {
+    const old = await insertAuditRow(db(), new Date(Date.now() - 3 * DAY));
+    const fresh = await insertAuditRow(db(), new Date());
     const server = await startTestServer(ctx.database(), { env: { AUDIT_RETENTION_DAYS: '1' } });
     try {
-      // the retention worker runs every 5 minutes: this one is its run on becoming leader
-      await eventually(async () => !(await audited(rows.old)), 10_000, 'the old day dropped');
-      await eventually(async () => !(await audited(rows.stray)), 10_000, 'the stray row deleted');
-      expect(await names()).not.toContain(oldDay);
-      expect(await audited(rows.fresh)).toBe(true);
-      // RETENTION_DAYS is unset: the data's days of then stay
-      expect(await names()).toContain(oldDay.replace('audit_log', 'message_events'));
+      // the retention worker runs every 5 minutes: this is its run on becoming leader
+      await eventually(async () => !(await audited(old)), 10_000, 'the old row removed');
+      expect(await audited(fresh)).toBe(true);
     } finally {
       await server.stop();
     }
