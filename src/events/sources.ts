@@ -173,6 +173,9 @@ function listedSource(events: NewOutgoingEvent[]): SQL {
  * so they are taken from the plan, unless stored already or to an opted-out number).
  */
 function endedSource(plan: CallPlan, msg: boolean): SQL {
+  // the plan's calls as one array parameter: the stored key events are read from those calls'
+  // days alone (a correlation with v.id only would plan every day kept: docs/scaling.md)
+  const calls = `{${[...plan.rows.keys()].join(',')}}`;
   const keys = JSON.stringify(
     plan.events
       .filter((e) => e.kind === 'key')
@@ -205,7 +208,8 @@ function endedSource(plan: CallPlan, msg: boolean): SQL {
         'to', c."to", 'state', v.state, 'outcome', v.outcome,
         'path', (select coalesce(jsonb_agg(p.step order by p.ord, p.at, p.n), '[]'::jsonb) from (
             select 0 as ord, ce.at, ce.id as n, ${pathStepSql('ce')} as step
-            from call_events ce where ce.call_id = v.id and ce.kind = 'key'
+            from call_events ce
+            where ce.call_id = any(${calls}::uuid[]) and ce.call_id = v.id and ce.kind = 'key'
             union all
             select 1, k.at, k.seq, ${pathStepSql('k')}
             from jsonb_to_recordset(${keys}::jsonb)
