@@ -94,8 +94,10 @@ export async function attachPending(deps: IngestDeps, limit = 500): Promise<numb
         update inbox set pending = greatest(inbox.pending - v.n, 0)
         from jsonb_to_recordset(${JSON.stringify(plan.perInbox)}::jsonb)
           as v(id bigint, "receivedAt" timestamptz, n int)
-        -- received_at too: the row's day partition, where by id alone every day is probed
-        where inbox.id = v.id and inbox.received_at = v."receivedAt")`,
+        -- received_at too: the row's day partition, where by id alone every day is probed;
+        -- and as one array, so that only those days are planned (docs/scaling.md)
+        where inbox.id = v.id and inbox.received_at = v."receivedAt"
+          and inbox.received_at = any(${`{${plan.perInbox.map((p) => p.receivedAt).join(',')}}`}::timestamptz[]))`,
     });
     return plan.attached.length;
   });
