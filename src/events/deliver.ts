@@ -306,7 +306,7 @@ interface EventRow {
  * partitions that hold them, where a join through `outgoing_events` would plan every day kept
  * (1.4 ms of planning at 30 days, 17 at 365: docs/scaling.md, "Partitions").
  */
-async function eventsByIds(tx: Tx, ids: readonly string[]): Promise<Map<string, EventRow>> {
+export async function eventsByIds(tx: Tx, ids: readonly string[]): Promise<Map<string, EventRow>> {
   if (ids.length === 0) return new Map();
   const rows = rowsOf<EventRow>(
     await tx.execute(sql`
