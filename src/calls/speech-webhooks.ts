@@ -79,7 +79,7 @@ async function ingestVerified(
     }
     // stored a moment ago: the bodies and their keys, as if they never came
     if (forget.length > 0)
-      await deleteBodies(tx, (id) => sql`${id} in ${idList(forget, 'bigint')}`);
+      await deleteBodies(tx, (id) => sql`${id} in ${idList(forget, 'bigint')}`, [plan.now]);
     queued = await writePlan(tx, plan, subscriptionsOf(deps.db));
     return answers;
   });

@@ -29,11 +29,19 @@ export async function deleteInboxRefs(tx: Queryable, which: (id: SQL) => SQL): P
 /**
  * Deletes the bodies whose id `which` selects, one by one, with what points at them and their
  * dedup keys (erasure; a speech webhook refused after its body was stored). Retention does not
- * come here: its keys go by their own age.
+ * come here: its keys go by their own age. `receivedAt`, when the caller knows when the bodies
+ * came: their days alone are searched and planned (by id alone, every day kept is).
  */
-export async function deleteBodies(tx: Queryable, which: (id: SQL) => SQL): Promise<void> {
+export async function deleteBodies(
+  tx: Queryable,
+  which: (id: SQL) => SQL,
+  receivedAt?: readonly Date[],
+): Promise<void> {
   await deleteInboxRefs(tx, which);
+  const days = receivedAt
+    ? sql` and received_at = any(${`{${receivedAt.map((d) => d.toISOString()).join(',')}}`}::timestamptz[])`
+    : sql``;
   await tx.execute(sql`
-    with gone as (delete from inbox where ${which(sql.raw('id'))} returning dedup_key)
+    with gone as (delete from inbox where ${which(sql.raw('id'))}${days} returning dedup_key)
     delete from inbox_keys where dedup_key in (select decode(dedup_key, 'hex') from gone)`);
 }

@@ -187,10 +187,21 @@ describeEachEngine('calls', (ctx) => {
       expect((await readJson(res)).error.code).toBe('UNAUTHORIZED');
     }
     expect((await app.request('/hooks/speechcall', json({ nothing: 1 }))).status).toBe(401);
-    // a valid token of one call, inside a webhook about another call's callee
+    // a valid token of one call, inside a webhook about another call's callee: its body, stored
+    // with the batch, is deleted again with its dedup key
+    const stored = async () =>
+      Number(
+        rowsOf<{ n: number | string }>(
+          await db().execute(sql`
+            select (select count(*) from inbox where kind = 'speechcall')
+              + (select count(*) from inbox_keys) as n`),
+        )[0]!.n,
+      );
+    const before = await stored();
     const foreign = await hook(body.id, 'main', '1', { to: (await call(other.body.id)).to });
     expect(foreign.status).toBe(401);
     expect((await call(body.id)).path).toEqual([]);
+    expect(await stored()).toBe(before);
   });
 
   it('duplicated and out-of-order webhooks give the same path as ordered ones', async () => {
