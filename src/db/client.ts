@@ -412,6 +412,19 @@ export function idList(ids: readonly (string | number)[], type: 'uuid' | 'text' 
   return sql`(select value::${sql.raw(type)} from jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`;
 }
 
+/**
+ * A list of values as one Postgres array parameter, for `= any(...)`: unlike `idList`'s
+ * subquery, Postgres reads its values while planning, so a statement on a partitioned table
+ * keyed by them plans only their days (docs/scaling.md, "Partitions"). For values whose text
+ * needs no quoting in an array literal: UUIDs and ISO times.
+ *
+ * @example
+ * sql`select * from outgoing_events where id = any(${valueArray(ids, 'uuid')})`
+ */
+export function valueArray(values: readonly (string | number)[], type: 'uuid' | 'timestamptz') {
+  return sql`${`{${values.join(',')}}`}::${sql.raw(type)}[]`;
+}
+
 const dialect = new PgDialect();
 
 /**

@@ -12,7 +12,7 @@
  * await deleteBodies(tx, (id) => sql`${id} in ${idList(ids, 'bigint')}`);
  */
 import { type SQL, sql } from 'drizzle-orm';
-import type { Queryable } from './client.ts';
+import { type Queryable, valueArray } from './client.ts';
 
 /** The tables with an `inbox_id`, in the one order every deleter takes them. */
 export const INBOX_REFS = ['pending_events', 'inbound_messages', 'held_webhooks'] as const;
@@ -39,7 +39,10 @@ export async function deleteBodies(
 ): Promise<void> {
   await deleteInboxRefs(tx, which);
   const days = receivedAt
-    ? sql` and received_at = any(${`{${receivedAt.map((d) => d.toISOString()).join(',')}}`}::timestamptz[])`
+    ? sql` and received_at = any(${valueArray(
+        receivedAt.map((d) => d.toISOString()),
+        'timestamptz',
+      )})`
     : sql``;
   await tx.execute(sql`
     with gone as (delete from inbox where ${which(sql.raw('id'))}${days} returning dedup_key)

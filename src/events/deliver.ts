@@ -33,7 +33,7 @@
  */
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
-import { type Db, rowsOf, type Tx } from '../db/client.ts';
+import { type Db, rowsOf, type Tx, valueArray } from '../db/client.ts';
 import { errorFields } from '../db/errors.ts';
 import { deliveryAttempts, endpoints, eventDeliveries } from '../db/schema/index.ts';
 import {
@@ -311,7 +311,7 @@ export async function eventsByIds(tx: Tx, ids: readonly string[]): Promise<Map<s
   const rows = rowsOf<EventRow>(
     await tx.execute(sql`
       select id, type, data, created_at from outgoing_events
-      where id = any(${`{${ids.join(',')}}`}::uuid[])`),
+      where id = any(${valueArray(ids, 'uuid')})`),
   );
   return new Map(rows.map((r) => [r.id, r]));
 }

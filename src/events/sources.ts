@@ -15,6 +15,7 @@
  */
 import { type SQL, sql } from 'drizzle-orm';
 import type { CallPlan } from '../calls/plan.ts';
+import { valueArray } from '../db/client.ts';
 import { eventsFrom, isoSql, type NewOutgoingEvent, uuidv7Sql } from './record.ts';
 import type { Subscriptions } from './subscriptions.ts';
 
@@ -175,7 +176,7 @@ function listedSource(events: NewOutgoingEvent[]): SQL {
 function endedSource(plan: CallPlan, msg: boolean): SQL {
   // the plan's calls as one array parameter: the stored key events are read from those calls'
   // days alone (a correlation with v.id only would plan every day kept: docs/scaling.md)
-  const calls = `{${[...plan.rows.keys()].join(',')}}`;
+  const calls = valueArray([...plan.rows.keys()], 'uuid');
   const keys = JSON.stringify(
     plan.events
       .filter((e) => e.kind === 'key')
@@ -209,7 +210,7 @@ function endedSource(plan: CallPlan, msg: boolean): SQL {
         'path', (select coalesce(jsonb_agg(p.step order by p.ord, p.at, p.n), '[]'::jsonb) from (
             select 0 as ord, ce.at, ce.id as n, ${pathStepSql('ce')} as step
             from call_events ce
-            where ce.call_id = any(${calls}::uuid[]) and ce.call_id = v.id and ce.kind = 'key'
+            where ce.call_id = any(${calls}) and ce.call_id = v.id and ce.kind = 'key'
             union all
             select 1, k.at, k.seq, ${pathStepSql('k')}
             from jsonb_to_recordset(${keys}::jsonb)

@@ -7,7 +7,7 @@
  */
 import { sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
-import { type Db, rowsOf } from '../db/client.ts';
+import { type Db, rowsOf, valueArray } from '../db/client.ts';
 import { subscriptionsOf } from '../events/subscriptions.ts';
 import type { StatusMap } from './delivery-parse.ts';
 import { type PendingEvent, planAttach } from './delivery-plan.ts';
@@ -97,7 +97,10 @@ export async function attachPending(deps: IngestDeps, limit = 500): Promise<numb
         -- received_at too: the row's day partition, where by id alone every day is probed;
         -- and as one array, so that only those days are planned (docs/scaling.md)
         where inbox.id = v.id and inbox.received_at = v."receivedAt"
-          and inbox.received_at = any(${`{${plan.perInbox.map((p) => p.receivedAt).join(',')}}`}::timestamptz[]))`,
+          and inbox.received_at = any(${valueArray(
+            plan.perInbox.map((p) => p.receivedAt),
+            'timestamptz',
+          )}))`,
     });
     return plan.attached.length;
   });
