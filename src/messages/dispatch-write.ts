@@ -5,7 +5,8 @@
  *   messages' statuses, adds their `dispatch` timeline events (and their `message.status`
  *   events when an endpoint wants them) and deletes their outbox rows, so a recorded send
  *   can never be sent again;
- * - `postpone`: after a failed send, one statement that puts the rows back with a backoff.
+ * - `postpone`: after a failed send, one statement that puts the rows back with a backoff
+ *   (or until the provider's rate limit lets them go).
  */
 import { sql } from 'drizzle-orm';
 import { executePrepared, type Tx } from '../db/client.ts';
@@ -115,10 +116,12 @@ export async function postpone(
   rows: readonly Claimed[],
   error: string,
   availableAt: Date,
+  /** false when the provider processed nothing (rate limited): not one of maxAttempts */
+  attempted: boolean,
 ): Promise<void> {
   const ids = JSON.stringify(rows.map((c) => c.outbox_id));
   await tx.execute(sql`
-    update outbox set attempts = attempts + 1, last_error = ${error},
+    update outbox set attempts = attempts + ${attempted ? 1 : 0}, last_error = ${error},
       available_at = ${availableAt.toISOString()}::timestamptz
     where id in (select value::bigint from jsonb_array_elements_text(${ids}::jsonb))`);
 }

@@ -21,6 +21,7 @@ import { type Db, rowsOf, type Tx } from '../db/client.ts';
 import { subscriptionsOf } from '../events/subscriptions.ts';
 import type { Logger } from '../logger.ts';
 import type { CascadeResult, EndpointCascadeMessageInput } from '../provider/cascade.ts';
+import { type CallBudget, ProviderError } from '../provider/http.ts';
 import type { Message, NormalisedMessagelistResponse } from '../provider/message.ts';
 import { inSpan, linkFromTraceparent, tracingEnabled } from '../tracing.ts';
 import { type CascadeEndpoint, toCascadeWire } from './cascade.ts';
@@ -40,23 +41,36 @@ import { postpone, recordOutcomes } from './dispatch-write.ts';
 
 export { MESSAGELIST_BYTES };
 
+/**
+ * The longest a round waits for the provider's rate limit, since it holds its claimed rows
+ * meanwhile (their locks, a pooled connection, vacuum's horizon; on PGlite the one
+ * connection): a longer Retry-After puts the rows back in the outbox until then, with no
+ * attempt counted (a 429 is "not processed"), and the round commits at once.
+ */
+export const ROUND_RATE_LIMIT_WAIT_MS = 2000;
+const BUDGET: CallBudget = { maxRateLimitWaitMs: ROUND_RATE_LIMIT_WAIT_MS };
+
 /** The part of the cascade client the dispatcher needs. */
 export interface CascadeSender {
   send(
     messages: readonly EndpointCascadeMessageInput[],
-    opts: { endpoint: CascadeEndpoint },
+    opts: { endpoint: CascadeEndpoint } & CallBudget,
   ): Promise<CascadeResult[]>;
 }
 
 /** The part of the provider client the dispatcher needs. */
 export interface MessagelistSender {
-  sendMessagelist(messages: Message[]): Promise<NormalisedMessagelistResponse[]>;
+  sendMessagelist(messages: Message[], opts?: CallBudget): Promise<NormalisedMessagelistResponse[]>;
   /**
    * The same, for `count` messages already serialised as JSON and joined with commas (the
    * stored payloads as Postgres gives them), sent without parsing and re-serialising them.
    * Used when the sender has it.
    */
-  sendMessagelistText?(list: string, count: number): Promise<NormalisedMessagelistResponse[]>;
+  sendMessagelistText?(
+    list: string,
+    count: number,
+    opts?: CallBudget,
+  ): Promise<NormalisedMessagelistResponse[]>;
 }
 
 export interface DispatchDeps {
@@ -127,15 +141,17 @@ async function send(deps: DispatchDeps, part: RoundPart): Promise<Outcome[]> {
     const { body } = part;
     const answers =
       'text' in body && deps.provider.sendMessagelistText
-        ? await deps.provider.sendMessagelistText(body.text, part.rows.length)
+        ? await deps.provider.sendMessagelistText(body.text, part.rows.length, BUDGET)
         : await deps.provider.sendMessagelist(
             'text' in body ? (JSON.parse(`[${body.text}]`) as Message[]) : body.messages,
+            BUDGET,
           );
     return outcomesFrom(part.rows, answers);
   }
   if (!deps.cascade) return part.rows.map((c) => rejectedOutcome(c, CASCADE_UNAVAILABLE));
   const results = await deps.cascade.send(part.messages.map(toCascadeWire), {
     endpoint: part.endpoint,
+    ...BUDGET,
   });
   return cascadeOutcomes(part.rows, results);
 }
@@ -175,11 +191,22 @@ export async function dispatchOnce(
         for (const o of await send(deps, part)) outcomes.push(o);
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);
+        if (err instanceof ProviderError && err.retryAfterMs !== undefined) {
+          // rate limited past ROUND_RATE_LIMIT_WAIT_MS: nothing was processed
+          const due = new Date(deps.clock.now().getTime() + err.retryAfterMs);
+          deps.logger.warn(
+            { err: { message }, count: part.rows.length, until: due.toISOString() },
+            `${part.what} rate limited: back in the outbox until then`,
+          );
+          await postpone(tx, part.rows, message, due, false);
+          failed += part.rows.length;
+          continue;
+        }
         deps.logger.warn({ err: { message }, count: part.rows.length }, `${part.what} send failed`);
         const { retry, givenUp } = afterFailure(part.rows, maxAttempts, message);
         if (retry.length > 0) {
           const due = new Date(now.getTime() + retryDelayMs(retry[0]!.attempts));
-          await postpone(tx, retry, message, due);
+          await postpone(tx, retry, message, due, true);
         }
         for (const o of givenUp) outcomes.push(o);
         failed += retry.length;

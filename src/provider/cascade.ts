@@ -39,7 +39,7 @@ import { z } from 'zod';
 import { AppError, type DetailCode, type ErrorDetail, formatPath } from '../errors.ts';
 import { INSTANT_RULE, isStorableInstant } from '../instants.ts';
 import { type ClientOptions, clientTransport } from './client.ts';
-import { ProviderError } from './http.ts';
+import { type CallBudget, ProviderError } from './http.ts';
 import { addRule, issuesToDetails } from './issues.ts';
 import { isE164 } from './message.ts';
 
@@ -788,9 +788,8 @@ function endpointFields(
 /** How a send carries the messages' variables. */
 export type CascadeVariableMode = 'upload' | 'inline';
 
-export interface CascadeSendOptions {
+export interface CascadeSendOptions extends CallBudget {
   endpoint?: keyof typeof CASCADE_PATHS;
-  signal?: AbortSignal;
   /** Overrides the client's `fromName` for condensed-form messages of this send. */
   fromName?: string;
   /** Overrides the client's `variables` mode for this send. */
@@ -856,18 +855,19 @@ export function createCascadeClient(opts: CascadeClientOptions): CascadeClient {
   const { transport } = clientTransport(opts, cascadeAuthHeaders(opts.auth));
   const ids = createVariableIds(opts.variableIds ?? { first: 1, last: 100_000 });
 
-  async function post(path: string, json: unknown, signal: AbortSignal | undefined) {
+  async function post(path: string, json: unknown, o: CallBudget) {
     return transport.request({
       method: 'POST',
       path,
       limitClass: 'messaging',
       json,
-      ...(signal ? { signal } : {}),
+      signal: o.signal,
+      maxRateLimitWaitMs: o.maxRateLimitWaitMs,
     });
   }
 
-  async function upload(variables: readonly TypedCascadeVariable[], signal?: AbortSignal) {
-    await post(CASCADE_ITEMS_PATH, { variables }, signal);
+  async function upload(variables: readonly TypedCascadeVariable[], o: CallBudget) {
+    await post(CASCADE_ITEMS_PATH, { variables }, o);
   }
 
   return {
@@ -881,7 +881,7 @@ export function createCascadeClient(opts: CascadeClientOptions): CascadeClient {
           checked.details,
         );
       }
-      await upload(checked.variables, o.signal);
+      await upload(checked.variables, o);
       ids.pin(checked.variables);
     },
 
@@ -934,10 +934,10 @@ export function createCascadeClient(opts: CascadeClientOptions): CascadeClient {
               fallbackText !== undefined && { fallback: { ...rest.fallback, text: fallbackText } }),
           };
         });
-        if (toUpload.size > 0) await upload([...toUpload.values()], o.signal);
+        if (toUpload.size > 0) await upload([...toUpload.values()], o);
         body = wire;
       }
-      const res = await post(path, body, o.signal);
+      const res = await post(path, body, o);
       const results = parseCascadeResponse(res.json);
       if (!results) {
         throw new ProviderError(

@@ -13,6 +13,7 @@
 import { z } from 'zod';
 import {
   basicAuth,
+  type CallBudget,
   createTransport,
   ProviderError,
   type RetryPolicy,
@@ -133,21 +134,15 @@ export const StatusRecord = z.object({
 export type StatusRecord = z.infer<typeof StatusRecord>;
 
 export interface ProviderClient {
-  sendMessagelist(
-    messages: Message[],
-    opts?: { signal?: AbortSignal },
-  ): Promise<NormalisedMessagelistResponse[]>;
-  sendMessagelistSettled(
-    messages: Message[],
-    opts?: { signal?: AbortSignal },
-  ): Promise<ChunkResult[]>;
+  sendMessagelist(messages: Message[], opts?: CallBudget): Promise<NormalisedMessagelistResponse[]>;
+  sendMessagelistSettled(messages: Message[], opts?: CallBudget): Promise<ChunkResult[]>;
   /**
    * `sendMessagelist` for messages already serialised, one JSON object text each (e.g. as
    * stored): they go into the request body as they are, with no parse and re-serialise.
    */
   sendMessagelistJson(
     messages: readonly string[],
-    opts?: { signal?: AbortSignal },
+    opts?: CallBudget,
   ): Promise<NormalisedMessagelistResponse[]>;
   /**
    * `sendMessagelistJson` for `count` messages whose JSON texts are already joined with
@@ -158,7 +153,7 @@ export interface ProviderClient {
   sendMessagelistText(
     list: string,
     count: number,
-    opts?: { signal?: AbortSignal },
+    opts?: CallBudget,
   ): Promise<NormalisedMessagelistResponse[]>;
   getMessage(messageId: string, opts?: { signal?: AbortSignal }): Promise<StatusRecord>;
   readonly limiter: RateLimiter;
@@ -187,14 +182,15 @@ export function createProviderClient(
 
   async function sendChunk(
     body: { json: { messages: WireMessage[] } } | { jsonText: string },
-    signal?: AbortSignal,
+    o: CallBudget,
   ): Promise<NormalisedMessagelistResponse> {
     const res = await transport.request({
       method: 'POST',
       path: '/bat/messagelist',
       limitClass: 'messaging',
       ...body,
-      ...(signal ? { signal } : {}),
+      signal: o.signal,
+      maxRateLimitWaitMs: o.maxRateLimitWaitMs,
     });
     const parsed = parseMessagelistResponse(res.json);
     if (!parsed) {
@@ -229,11 +225,11 @@ export function createProviderClient(
     });
   }
 
-  async function sendMessagelistSettled(messages: Message[], o: { signal?: AbortSignal } = {}) {
+  async function sendMessagelistSettled(messages: Message[], o: CallBudget = {}) {
     const chunks = chunk(messages, perRequest);
     // sent as the docs write them (a single fallback as `fallback`): toWireMessage
     const settled = await settle(chunks, (c) =>
-      sendChunk({ json: { messages: c.map(toWireMessage) } }, o.signal),
+      sendChunk({ json: { messages: c.map(toWireMessage) } }, o),
     );
     return settled.map((s, i): ChunkResult => ({ messages: chunks[i] ?? [], ...s }));
   }
@@ -250,12 +246,12 @@ export function createProviderClient(
 
   async function sendMessagelistJson(
     messages: readonly string[],
-    o: { signal?: AbortSignal } = {},
+    o: CallBudget = {},
   ): Promise<NormalisedMessagelistResponse[]> {
     if (o.signal?.aborted) throw o.signal.reason;
     const chunks = chunk(messages, perRequest);
     const settled = await settle(chunks, (c) =>
-      sendChunk({ jsonText: `{"messages":[${c.join(',')}]}` }, o.signal),
+      sendChunk({ jsonText: `{"messages":[${c.join(',')}]}` }, o),
     );
     if (o.signal?.aborted) throw o.signal.reason;
     if (settled.every((s) => s.response)) {
@@ -291,7 +287,7 @@ export function createProviderClient(
       if (o.signal?.aborted) throw o.signal.reason;
       if (count === 0) return [];
       const [settled] = await settle([[list]], (c) =>
-        sendChunk({ jsonText: `{"messages":[${c[0]}]}` }, o.signal),
+        sendChunk({ jsonText: `{"messages":[${c[0]}]}` }, o),
       );
       if (o.signal?.aborted) throw o.signal.reason;
       if (settled?.response) return [settled.response];

@@ -4,8 +4,10 @@
  *
  * Retries: a 429 waits for Retry-After when given (and holds the whole limit class back
  * until then, since the provider has said so for everyone), otherwise a jittered exponential
- * backoff; 5xx and network errors (including timeouts) are retried a bounded number of
- * times. Other 4xx are final. Nothing here knows about message shapes.
+ * backoff; a request with `maxRateLimitWaitMs` waits that long at most and is then given up
+ * as `rate_limited`, naming the wait left (`retryAfterMs`). 5xx and network errors (including
+ * timeouts) are retried a bounded number of times, a 5xx's Retry-After honoured up to the
+ * policy's longest backoff. Other 4xx are final. Nothing here knows about message shapes.
  */
 
 import { NOT_THE_DATABASE } from '../errors.ts';
@@ -41,6 +43,11 @@ export class ProviderError extends Error {
   readonly attempts: number;
   readonly method: string;
   readonly path: string;
+  /**
+   * For `rate_limited` given up by `maxRateLimitWaitMs`: how long until the provider takes
+   * requests again (its Retry-After, or the backoff that would have been waited).
+   */
+  readonly retryAfterMs: number | undefined;
   constructor(
     kind: ProviderErrorKind,
     message: string,
@@ -51,6 +58,7 @@ export class ProviderError extends Error {
       method?: string;
       path?: string;
       cause?: unknown;
+      retryAfterMs?: number;
     } = {},
   ) {
     super(message, info.cause === undefined ? undefined : { cause: info.cause });
@@ -61,6 +69,7 @@ export class ProviderError extends Error {
     this.attempts = info.attempts ?? 1;
     this.method = info.method ?? '';
     this.path = info.path ?? '';
+    this.retryAfterMs = info.retryAfterMs;
   }
 }
 
@@ -134,7 +143,17 @@ export interface HttpRequest {
   signal?: AbortSignal;
   /** False for calls that must not be repeated; 429s are still retried (never processed). */
   retry?: boolean;
+  /**
+   * The longest this request waits for the provider's rate limit in all (its 429s' waits, and
+   * the limiter's hold after one) before it is given up as `rate_limited` with the wait left
+   * in `retryAfterMs`. For a caller that must not wait long (the dispatcher holds its claimed
+   * rows meanwhile). Unset: as long as the provider says, within the retry policy's count.
+   */
+  maxRateLimitWaitMs?: number;
 }
+
+/** What a caller may bound one provider call by: its abort signal and its rate-limit wait. */
+export type CallBudget = Pick<HttpRequest, 'signal' | 'maxRateLimitWaitMs'>;
 
 export interface HttpResponse {
   status: number;
@@ -227,9 +246,22 @@ export function createTransport(opts: TransportOptions): Transport {
     const canRetry = req.retry !== false;
     let serverRetries = 0;
     let rateRetries = 0;
+    // what this request has waited for the rate limit so far (maxRateLimitWaitMs)
+    let rateWaited = 0;
     // serialised once, whatever the number of attempts
     const body = req.jsonText ?? (req.json === undefined ? undefined : JSON.stringify(req.json));
     for (let attempt = 1; ; attempt++) {
+      if (req.maxRateLimitWaitMs !== undefined && opts.limiter && req.limitClass) {
+        const held = opts.limiter.pausedUntil(req.limitClass) - clock.now();
+        if (held > 0 && rateWaited + held > req.maxRateLimitWaitMs) {
+          throw new ProviderError(
+            'rate_limited',
+            `${req.method} ${req.path}: not sent, the provider's rate limit holds requests back for ${Math.ceil(held)} ms`,
+            { attempts: attempt - 1, method: req.method, path: req.path, retryAfterMs: held },
+          );
+        }
+        if (held > 0) rateWaited += held; // waited in the limiter's acquire below
+      }
       const permit =
         opts.limiter && req.limitClass
           ? await opts.limiter.acquire(req.limitClass, req.signal)
@@ -297,6 +329,14 @@ export function createTransport(opts: TransportOptions): Transport {
         if (retryAfter !== undefined && opts.limiter && req.limitClass) {
           opts.limiter.pauseUntil(req.limitClass, clock.now() + retryAfter);
         }
+        if (req.maxRateLimitWaitMs !== undefined && rateWaited + delayMs > req.maxRateLimitWaitMs) {
+          throw new ProviderError(
+            'rate_limited',
+            `${req.method} ${req.path}: HTTP 429, not waited (${Math.ceil(delayMs)} ms)`,
+            { ...info, status: 429, body: json ?? text, retryAfterMs: delayMs },
+          );
+        }
+        rateWaited += delayMs;
         opts.onEvent?.({
           type: 'retry',
           method: req.method,
@@ -309,7 +349,12 @@ export function createTransport(opts: TransportOptions): Transport {
         continue;
       }
       if (res.status >= 500 && canRetry && serverRetries < policy.maxRetries) {
-        const delayMs = retryAfter ?? backoffMs(serverRetries++, policy, random);
+        // a 5xx's Retry-After within the policy's longest step: a retry is no promise it is up
+        const delayMs = Math.min(
+          retryAfter ?? backoffMs(serverRetries, policy, random),
+          policy.maxDelayMs,
+        );
+        serverRetries++;
         opts.onEvent?.({
           type: 'retry',
           method: req.method,

@@ -88,6 +88,8 @@ export interface RateLimiter {
   acquire(limitClass: LimitClass, signal?: AbortSignal): Promise<Permit>;
   /** Holds the class back until `untilMs` (e.g. after a 429 with Retry-After). */
   pauseUntil(limitClass: LimitClass, untilMs: number): void;
+  /** Until when (this limiter's clock, ms) the class is held back; -Infinity when it is not. */
+  pausedUntil(limitClass: LimitClass): number;
   /** Requests of the class sent and not yet answered. */
   inFlight(limitClass: LimitClass): number;
 }
@@ -210,6 +212,7 @@ export function createRateLimiter(
       const b = bucket(limitClass);
       b.pausedUntil = Math.max(b.pausedUntil, untilMs);
     },
+    pausedUntil: (limitClass) => bucket(limitClass).pausedUntil,
     async acquire(limitClass, signal) {
       const b = bucket(limitClass);
       await waitTurn(b, signal);

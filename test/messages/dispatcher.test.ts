@@ -15,6 +15,7 @@ import { submitMessages } from '../../src/messages/submit.ts';
 import { createProviderClient, type ProviderClient } from '../../src/provider/client.ts';
 import { MAX_ID_LENGTH } from '../../src/provider/message.ts';
 import { createSandbox, type Sandbox } from '../../src/sandbox/app.ts';
+import { createManualClock } from '../../src/sandbox/clock.ts';
 import { phone, randomId, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
 
@@ -250,6 +251,81 @@ describeEachEngine('dispatcher', (ctx) => {
       expect(v.error).toMatchObject({ code: 'DISPATCH_FAILED' });
     }
     expect(await outboxCount()).toBe(0);
+  });
+
+  it("a long Retry-After puts the round's rows back until then, no attempt counted, without waiting in its transaction", async () => {
+    // a sandbox whose messaging bucket holds one request a minute: its second answers 429 with
+    // Retry-After: 60 (src/sandbox/http.ts), as the provider does past its limit
+    const sandboxClock = createManualClock();
+    const limited = createSandbox({
+      dialect: 'compact',
+      clock: sandboxClock,
+      rateLimits: { messaging: { perSecond: 1 / 60, burst: 1 } },
+    });
+    const limitedServer = await new Promise<ReturnType<typeof serve>>((resolve) => {
+      const s = serve({ fetch: limited.app.fetch, port: 0, hostname: '127.0.0.1' }, () =>
+        resolve(s),
+      );
+    });
+    try {
+      // the client's time is the test's: every wait it would make is recorded, none is made
+      let now = 1_000_000;
+      const sleeps: number[] = [];
+      const provider = createProviderClient({
+        baseUrl: `http://127.0.0.1:${(limitedServer.address() as AddressInfo).port}`,
+        auth: { apiKey: 'sandbox-key' },
+        clock: { now: () => now },
+        sleep: async (ms: number) => {
+          sleeps.push(ms);
+          now += ms;
+        },
+      });
+      const outbox = async () =>
+        rowsOf<{ attempts: number; last_error: string | null; wait_s: number }>(
+          await ctx.database().db.execute(sql`
+            select attempts, last_error,
+              extract(epoch from available_at - now())::float8 as wait_s
+            from outbox order by id`),
+        );
+      const sent = () => limited.messages.list({}).length;
+
+      await submit(2);
+      expect(await dispatchOnce(deps(provider))).toMatchObject({ claimed: 2, accepted: 2 });
+      await submit(3);
+      const limitedRound = await dispatchOnce(deps(provider));
+      expect(limitedRound).toMatchObject({ claimed: 3, accepted: 0, rejected: 0, failed: 3 });
+      expect(sleeps).toEqual([]); // the 60 s were not waited, in the transaction or anywhere
+      expect(sent()).toBe(2);
+      const rows = await outbox();
+      expect(rows).toHaveLength(3);
+      for (const r of rows) {
+        expect(r.attempts).toBe(0); // a 429 is "not processed": not one of maxAttempts
+        expect(r.last_error).toMatch(/HTTP 429/);
+        expect(r.wait_s).toBeGreaterThan(55);
+        expect(r.wait_s).toBeLessThanOrEqual(60);
+      }
+      // not due: nothing claimed. A new message is claimed, and not even sent while the
+      // provider holds requests back (the client's limiter keeps its Retry-After)
+      expect((await dispatchOnce(deps(provider))).claimed).toBe(0);
+      await submit(1);
+      expect(await dispatchOnce(deps(provider))).toMatchObject({ claimed: 1, failed: 1 });
+      expect(sent()).toBe(2);
+      expect((await outbox()).map((r) => r.attempts)).toEqual([0, 0, 0, 0]);
+
+      // a minute later (the client's, the sandbox's and the database's), all four go
+      now += 60_000;
+      await sandboxClock.advance(60_000);
+      await ctx
+        .database()
+        .db.execute(sql`update outbox set available_at = now() - interval '1 second'`);
+      expect(await dispatchOnce(deps(provider))).toMatchObject({ claimed: 4, accepted: 4 });
+      expect(sent()).toBe(6);
+      expect(await outboxCount()).toBe(0);
+      expect(sleeps).toEqual([]);
+    } finally {
+      await limited.close();
+      await new Promise((r) => limitedServer.close(r));
+    }
   });
 
   it('several dispatchers at once send every message exactly once', async () => {

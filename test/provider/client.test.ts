@@ -427,6 +427,66 @@ describe('errors and retries', () => {
     expect(t.sleeps).toEqual([50, 200 / 2 + 0.99 * 100, 400 / 2 + 0.5 * 200]);
   });
 
+  it('with maxRateLimitWaitMs waits a short Retry-After, gives a long one up, and sends nothing while held', async () => {
+    let calls = 0;
+    const p = smsProvider();
+    const app = new Hono();
+    app.post('/bat/messagelist', (c, next) => {
+      calls++;
+      const wait = calls === 1 ? '1' : calls === 2 ? '60' : undefined;
+      if (wait === undefined) return next();
+      return c.json({ error: 'Too Many Requests', message: 'slow down', status: 429 }, 429, {
+        'Retry-After': wait,
+      });
+    });
+    app.route('/', p.app);
+    const t = fakeTime();
+    const client = createProviderClient({ baseUrl: await start(app), auth: { apiKey: 'k' }, ...t });
+    const budget = { maxRateLimitWaitMs: 2000 };
+    // 1 s is within the budget and waited; 60 s is not: given up at once, naming the wait
+    await expect(client.sendMessagelist(many(1), budget)).rejects.toMatchObject({
+      kind: 'rate_limited',
+      status: 429,
+      attempts: 2,
+      retryAfterMs: 60_000,
+    });
+    expect(t.sleeps).toEqual([1000]);
+    expect(calls).toBe(2);
+    // the provider's hold is the limiter's: the next budgeted request is not even sent
+    const held = await client
+      .sendMessagelistText(JSON.stringify(sms(2)), 1, budget)
+      .catch((e: unknown) => e);
+    expect(held).toBeInstanceOf(ProviderError);
+    expect(held).toMatchObject({ kind: 'rate_limited', attempts: 0, retryAfterMs: 60_000 });
+    expect(calls).toBe(2);
+    expect(t.sleeps).toEqual([1000]);
+    // without a budget a request waits the hold out, as before, and goes
+    const [res] = await client.sendMessagelist(many(1, 3));
+    expect(res?.messages).toHaveLength(1);
+    expect(calls).toBe(3);
+    expect(t.sleeps.slice(1).reduce((a, b) => a + b, 0)).toBe(60_000);
+  });
+
+  it("honours a 5xx's Retry-After up to the policy's longest backoff", async () => {
+    let calls = 0;
+    const p = smsProvider();
+    const app = new Hono();
+    app.post('/bat/messagelist', (c, next) =>
+      ++calls === 1 ? c.text('maintenance', 503, { 'Retry-After': '3600' }) : next(),
+    );
+    app.route('/', p.app);
+    const t = fakeTime();
+    const client = createProviderClient({
+      baseUrl: await start(app),
+      auth: { apiKey: 'k' },
+      ...t,
+      retry: { maxDelayMs: 20_000 },
+    });
+    const [res] = await client.sendMessagelist(many(1));
+    expect(res?.messages).toHaveLength(1);
+    expect(t.sleeps).toEqual([20_000]);
+  });
+
   it('parseRetryAfter reads seconds and dates, ignores junk', () => {
     expect(parseRetryAfter('3', 0)).toBe(3000);
     expect(parseRetryAfter('0.25', 0)).toBe(250);

@@ -125,7 +125,11 @@ describe('createRateLimiter', () => {
   it('pauseUntil holds the class back, and only that class', async () => {
     const vt = virtualTime();
     const limiter = createRateLimiter({ clock: vt.clock, sleep: vt.sleep });
+    expect(limiter.pausedUntil('messaging')).toBe(Number.NEGATIVE_INFINITY);
     limiter.pauseUntil('messaging', 2000);
+    limiter.pauseUntil('messaging', 1500); // a pause only grows
+    expect(limiter.pausedUntil('messaging')).toBe(2000);
+    expect(limiter.pausedUntil('data')).toBe(Number.NEGATIVE_INFINITY);
     const got: Array<[string, number]> = [];
     void limiter.acquire('messaging').then(() => got.push(['messaging', vt.clock.now()]));
     void limiter.acquire('data').then(() => got.push(['data', vt.clock.now()]));
