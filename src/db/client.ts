@@ -416,12 +416,15 @@ export function idList(ids: readonly (string | number)[], type: 'uuid' | 'text' 
  * A list of values as one Postgres array parameter, for `= any(...)`: unlike `idList`'s
  * subquery, Postgres reads its values while planning, so a statement on a partitioned table
  * keyed by them plans only their days (docs/scaling.md, "Partitions"). For values whose text
- * needs no quoting in an array literal: UUIDs and ISO times.
+ * needs no quoting in an array literal: UUIDs, ISO times, integers.
  *
  * @example
  * sql`select * from outgoing_events where id = any(${valueArray(ids, 'uuid')})`
  */
-export function valueArray(values: readonly (string | number)[], type: 'uuid' | 'timestamptz') {
+export function valueArray(
+  values: readonly (string | number)[],
+  type: 'uuid' | 'timestamptz' | 'bigint',
+) {
   return sql`${`{${values.join(',')}}`}::${sql.raw(type)}[]`;
 }
 

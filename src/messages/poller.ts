@@ -23,7 +23,7 @@
  */
 import { sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';
-import { type Db, rowsOf, type Tx } from '../db/client.ts';
+import { type Db, rowsOf, type Tx, valueArray } from '../db/client.ts';
 import { subscriptionsOf } from '../events/subscriptions.ts';
 import type { Logger } from '../logger.ts';
 import { type DeliveryEvent, parseStatusRecord, type StatusMap } from './delivery-parse.ts';
@@ -126,7 +126,7 @@ export async function pollOnce(deps: PollDeps, opts: PollOptions): Promise<numbe
  * `pollWaits` entry for its count (a count of 0 with a last poll counts as 1).
  */
 function dueAgainSql(waits: readonly number[]) {
-  return sql`(last_polled_at + make_interval(secs => (${`{${waits.join(',')}}`}::bigint[])
+  return sql`(last_polled_at + make_interval(secs => (${valueArray(waits, 'bigint')})
     [least(greatest(poll_count, 1), ${waits.length}::int)] / 1000.0))`;
 }
 
