@@ -9,6 +9,7 @@
  */
 
 import { once } from 'node:events';
+import { createReadStream } from 'node:fs';
 import { parse as parseCsv } from 'csv-parse';
 import { eq } from 'drizzle-orm';
 import type { FlowRegistry } from '../calls/registry.ts';
@@ -26,6 +27,7 @@ import { isE164 } from '../provider/message.ts';
 import { issuesToDetails } from '../zod-issues.ts';
 import { campaignMessage, startingPace } from './scheduler.ts';
 import { CampaignRecipientInput, type CreateCampaignRequest, NO_RETRY } from './schemas.ts';
+import { withSpooledUpload } from './spool.ts';
 import type { CallingWindow } from './windows.ts';
 
 export interface CampaignDeps {
@@ -393,12 +395,14 @@ export const REJECTED_LISTED = 1000;
 const CSV_CHUNK = 1000;
 
 /**
- * POST /v1/campaigns with a CSV body: the settings from the query, the recipients streamed
- * from the body (a header row: `to`, optional `lang`, every other column a var, `vars.` prefix
- * allowed), checked and stored a thousand at a time in one transaction, so a file of a
- * million rows is never held in memory. Cells are read by their param's type (`readTextVars`),
- * as `switchboard call --file` reads them; a number listed twice is kept once (the unique
- * index decides, so no set of numbers grows in memory).
+ * POST /v1/campaigns with a CSV body: the settings from the query (checked before the body is
+ * read), the body then read whole to a temporary file (src/campaigns/spool.ts: a slow upload
+ * holds no database connection), and the recipients streamed from that file (a header row:
+ * `to`, optional `lang`, every other column a var, `vars.` prefix allowed), checked and stored
+ * a thousand at a time in one transaction, so a file of a million rows is never held in
+ * memory. Cells are read by their param's type (`readTextVars`), as `switchboard call --file`
+ * reads them; a number listed twice is kept once (the unique index decides, so no set of
+ * numbers grows in memory).
  */
 export async function createCampaignFromCsv(
   deps: CampaignDeps,
@@ -406,6 +410,18 @@ export async function createCampaignFromCsv(
   body: AsyncIterable<Uint8Array>,
 ): Promise<CreateOutcome & { rejectedCount: number }> {
   const target = await campaignTarget(deps, input, 'query.');
+  return withSpooledUpload(body, (file) =>
+    storeCsvCampaign(deps, input, target, createReadStream(file)),
+  );
+}
+
+/** The campaign and its recipients from `body` (all of it at hand), in one transaction. */
+async function storeCsvCampaign(
+  deps: CampaignDeps,
+  input: CampaignSettings,
+  target: CampaignTarget,
+  body: AsyncIterable<Uint8Array>,
+): Promise<CreateOutcome & { rejectedCount: number }> {
   const now = deps.clock.now();
   const id = uuidv7(now.getTime());
   const rejected: RowProblem[] = [];

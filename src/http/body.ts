@@ -27,7 +27,8 @@ export const LARGE_BODY = 32 * MiB;
 export const DEFAULT_BODY = 1 * MiB;
 // a speech-call webhook is one key press (a token and a few fields): refused before a big read
 export const SPEECH_HOOK_BODY = 64 * KiB;
-// a campaign's recipients as CSV stream in and are never held whole: a million rows is ~50 MiB
+// a campaign's recipients as CSV stream to a temporary file, never held whole in memory: a
+// million rows is ~50 MiB
 export const CAMPAIGN_CSV_BODY = 1024 * MiB;
 
 function limitFor(path: string, contentType: string | undefined): number {

@@ -294,7 +294,8 @@ export function campaignRoutes(deps: CampaignDeps & { readDb?: Db }) {
   const app = newRouter();
   // reads (the list, a campaign, its results) through the read replica when there is one
   const readDb = deps.readDb ?? deps.db;
-  // a CSV body streams into the campaign here; JSON goes on to the route's validator
+  // a CSV body streams to a temporary file, then into the campaign (createCampaignFromCsv);
+  // JSON goes on to the route's validator
   app.post('/v1/campaigns', async (c, next) => {
     if (!/^text\/csv\b/i.test(c.req.header('content-type') ?? '')) return next();
     const settings = csvSettings(c.req.query());

@@ -1,0 +1,67 @@
+/**
+ * An upload read whole to a temporary file before anything is stored from it: a client that
+ * sends its body slowly (or stalls) then holds a socket and a file, never a database
+ * connection or an open transaction (a CSV campaign's rows go in one transaction, which lasts
+ * as long as the inserts, not as long as the upload). The file is in a private directory
+ * (mode 0700, made by `mkdtemp`) under `os.tmpdir()` (TMPDIR), removed whatever happens.
+ *
+ * @example
+ * const made = await withSpooledUpload(body, (file) => store(createReadStream(file)));
+ */
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { AppError } from '../errors.ts';
+
+/** The start of each spool directory's name under `os.tmpdir()` (tests look for it). */
+export const SPOOL_DIR_PREFIX = 'switchboard-upload-';
+
+/** The file the body is written to, in its spool directory. */
+export const SPOOL_FILE_NAME = 'body';
+
+/** A write refused for want of room: the disk (or the inodes) full, or a quota reached. */
+function isOutOfSpace(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === 'ENOSPC' || code === 'EDQUOT';
+}
+
+/**
+ * What a failed spool answers: no room is 503 `UNAVAILABLE` (a retry may find room), never a
+ * 500 with a stack; anything else (the body over its limit, a client gone) as it was thrown.
+ */
+export function spoolFailure(err: unknown): unknown {
+  if (!isOutOfSpace(err)) return err;
+  return new AppError(
+    'UNAVAILABLE',
+    'the server has no room to hold the upload (its temporary directory is full); retry shortly',
+  );
+}
+
+/**
+ * `body` written whole to a temporary file, then `use(file)`; the file and its directory are
+ * removed once `use` ends, or at once when the body fails (its limit passed, the client gone):
+ * `use` then never runs.
+ */
+export async function withSpooledUpload<T>(
+  body: AsyncIterable<Uint8Array>,
+  use: (file: string) => Promise<T>,
+): Promise<T> {
+  let dir: string | undefined;
+  try {
+    let file: string;
+    try {
+      dir = await mkdtemp(join(tmpdir(), SPOOL_DIR_PREFIX));
+      file = join(dir, SPOOL_FILE_NAME);
+      await pipeline(body, createWriteStream(file, { flags: 'wx', mode: 0o600 }));
+    } catch (err) {
+      throw spoolFailure(err);
+    }
+    return await use(file);
+  } finally {
+    // best effort: a file left behind must not turn a stored campaign into an error answered
+    // (the client would retry it and store it twice)
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true }).catch(() => {});
+  }
+}
