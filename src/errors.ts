@@ -37,6 +37,7 @@ export const ERROR_CODES = [
   'INSUFFICIENT_SCOPE',
   'CONFLICT',
   'PAYLOAD_TOO_LARGE',
+  'INCOMPLETE_BODY',
   'URI_TOO_LONG',
   'HEADERS_TOO_LARGE',
   'RATE_LIMITED',
@@ -233,6 +234,7 @@ export function httpStatus(
   switch (code) {
     case 'VALIDATION_ERROR':
     case 'MALFORMED_JSON':
+    case 'INCOMPLETE_BODY':
     case 'INVALID_RECIPIENT':
     case 'INVALID_SENDER':
     case 'MESSAGE_TOO_LONG':

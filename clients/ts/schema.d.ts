@@ -3430,7 +3430,7 @@ export interface operations {
           'application/json': components['schemas']['SubmitResponse'];
         };
       };
-      /** @description not a well-formed list of messages (each is answered on its own) (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING) */
+      /** @description not a well-formed list of messages (each is answered on its own) (VALIDATION_ERROR, MALFORMED_JSON, INCOMPLETE_BODY, INVALID_ENCODING) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3439,7 +3439,7 @@ export interface operations {
           'application/json': components['schemas']['Error'] & {
             error: {
               /** @enum {string} */
-              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING';
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INCOMPLETE_BODY' | 'INVALID_ENCODING';
             };
           };
         };
@@ -3963,7 +3963,7 @@ export interface operations {
           'application/json': components['schemas']['OptOut'];
         };
       };
-      /** @description not an E.164 number (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING) */
+      /** @description not an E.164 number (VALIDATION_ERROR, MALFORMED_JSON, INCOMPLETE_BODY, INVALID_ENCODING) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3972,7 +3972,7 @@ export interface operations {
           'application/json': components['schemas']['Error'] & {
             error: {
               /** @enum {string} */
-              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING';
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INCOMPLETE_BODY' | 'INVALID_ENCODING';
             };
           };
         };
@@ -4645,7 +4645,7 @@ export interface operations {
           'application/json': components['schemas']['CallStarted'];
         };
       };
-      /** @description unknown flow, missing or mistyped var, bad number or sender (VALIDATION_ERROR, MALFORMED_JSON, INVALID_RECIPIENT, INVALID_SENDER, MESSAGE_TOO_LONG, INVALID_ENCODING, INVALID_MESSAGE, UNKNOWN_FLOW, INVALID_FLOW, INVALID_VARS, INVALID_LANGUAGE) */
+      /** @description unknown flow, missing or mistyped var, bad number or sender (VALIDATION_ERROR, MALFORMED_JSON, INCOMPLETE_BODY, INVALID_RECIPIENT, INVALID_SENDER, MESSAGE_TOO_LONG, INVALID_ENCODING, INVALID_MESSAGE, UNKNOWN_FLOW, INVALID_FLOW, INVALID_VARS, INVALID_LANGUAGE) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4657,6 +4657,7 @@ export interface operations {
               code:
                 | 'VALIDATION_ERROR'
                 | 'MALFORMED_JSON'
+                | 'INCOMPLETE_BODY'
                 | 'INVALID_RECIPIENT'
                 | 'INVALID_SENDER'
                 | 'MESSAGE_TOO_LONG'
@@ -4825,7 +4826,7 @@ export interface operations {
           'application/json': components['schemas']['BatchCallsResponse'];
         };
       };
-      /** @description unknown flow, or not a well-formed batch (each call is answered on its own) (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING, UNKNOWN_FLOW, INVALID_FLOW) */
+      /** @description unknown flow, or not a well-formed batch (each call is answered on its own) (VALIDATION_ERROR, MALFORMED_JSON, INCOMPLETE_BODY, INVALID_ENCODING, UNKNOWN_FLOW, INVALID_FLOW) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4837,6 +4838,7 @@ export interface operations {
               code:
                 | 'VALIDATION_ERROR'
                 | 'MALFORMED_JSON'
+                | 'INCOMPLETE_BODY'
                 | 'INVALID_ENCODING'
                 | 'UNKNOWN_FLOW'
                 | 'INVALID_FLOW';
@@ -5254,7 +5256,7 @@ export interface operations {
           'application/json': components['schemas']['CampaignCreated'];
         };
       };
-      /** @description unknown flow, a bad message template, or not a well-formed campaign (rows are answered one by one) (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING, INVALID_MESSAGE, UNKNOWN_FLOW, INVALID_FLOW, INVALID_LANGUAGE) */
+      /** @description unknown flow, a bad message template, or not a well-formed campaign (rows are answered one by one) (VALIDATION_ERROR, MALFORMED_JSON, INCOMPLETE_BODY, INVALID_ENCODING, INVALID_MESSAGE, UNKNOWN_FLOW, INVALID_FLOW, INVALID_LANGUAGE) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5266,6 +5268,7 @@ export interface operations {
               code:
                 | 'VALIDATION_ERROR'
                 | 'MALFORMED_JSON'
+                | 'INCOMPLETE_BODY'
                 | 'INVALID_ENCODING'
                 | 'INVALID_MESSAGE'
                 | 'UNKNOWN_FLOW'
@@ -6389,7 +6392,7 @@ export interface operations {
           'application/json': components['schemas']['FlowWritten'];
         };
       };
-      /** @description the draft has errors; nothing was written (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING, INVALID_FLOW) */
+      /** @description the draft has errors; nothing was written (VALIDATION_ERROR, MALFORMED_JSON, INCOMPLETE_BODY, INVALID_ENCODING, INVALID_FLOW) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -6398,7 +6401,12 @@ export interface operations {
           'application/json': components['schemas']['Error'] & {
             error: {
               /** @enum {string} */
-              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING' | 'INVALID_FLOW';
+              code:
+                | 'VALIDATION_ERROR'
+                | 'MALFORMED_JSON'
+                | 'INCOMPLETE_BODY'
+                | 'INVALID_ENCODING'
+                | 'INVALID_FLOW';
             };
           };
         };
@@ -7058,7 +7066,7 @@ export interface operations {
           'application/json': components['schemas']['FlowReplayReport'];
         };
       };
-      /** @description a bad since/until, or a draft that does not compile (INVALID_FLOW) (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING, INVALID_FLOW) */
+      /** @description a bad since/until, or a draft that does not compile (INVALID_FLOW) (VALIDATION_ERROR, MALFORMED_JSON, INCOMPLETE_BODY, INVALID_ENCODING, INVALID_FLOW) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7067,7 +7075,12 @@ export interface operations {
           'application/json': components['schemas']['Error'] & {
             error: {
               /** @enum {string} */
-              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING' | 'INVALID_FLOW';
+              code:
+                | 'VALIDATION_ERROR'
+                | 'MALFORMED_JSON'
+                | 'INCOMPLETE_BODY'
+                | 'INVALID_ENCODING'
+                | 'INVALID_FLOW';
             };
           };
         };
@@ -7350,7 +7363,7 @@ export interface operations {
           'application/json': components['schemas']['CreatedApiToken'];
         };
       };
-      /** @description bad name or scopes (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING) */
+      /** @description bad name or scopes (VALIDATION_ERROR, MALFORMED_JSON, INCOMPLETE_BODY, INVALID_ENCODING) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7359,7 +7372,7 @@ export interface operations {
           'application/json': components['schemas']['Error'] & {
             error: {
               /** @enum {string} */
-              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING';
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INCOMPLETE_BODY' | 'INVALID_ENCODING';
             };
           };
         };
@@ -7912,7 +7925,7 @@ export interface operations {
           'application/json': components['schemas']['EndpointWithSecret'];
         };
       };
-      /** @description bad url (or an address the outbound policy refuses), unknown event type (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING) */
+      /** @description bad url (or an address the outbound policy refuses), unknown event type (VALIDATION_ERROR, MALFORMED_JSON, INCOMPLETE_BODY, INVALID_ENCODING) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7921,7 +7934,7 @@ export interface operations {
           'application/json': components['schemas']['Error'] & {
             error: {
               /** @enum {string} */
-              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING';
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INCOMPLETE_BODY' | 'INVALID_ENCODING';
             };
           };
         };
@@ -8369,7 +8382,7 @@ export interface operations {
           'application/json': components['schemas']['Endpoint'];
         };
       };
-      /** @description bad url (or an address the outbound policy refuses), unknown event type (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING) */
+      /** @description bad url (or an address the outbound policy refuses), unknown event type (VALIDATION_ERROR, MALFORMED_JSON, INCOMPLETE_BODY, INVALID_ENCODING) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8378,7 +8391,7 @@ export interface operations {
           'application/json': components['schemas']['Error'] & {
             error: {
               /** @enum {string} */
-              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING';
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INCOMPLETE_BODY' | 'INVALID_ENCODING';
             };
           };
         };
@@ -8554,7 +8567,7 @@ export interface operations {
           'application/json': components['schemas']['EndpointWithSecret'];
         };
       };
-      /** @description bad overlap (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING) */
+      /** @description bad overlap (VALIDATION_ERROR, MALFORMED_JSON, INCOMPLETE_BODY, INVALID_ENCODING) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8563,7 +8576,7 @@ export interface operations {
           'application/json': components['schemas']['Error'] & {
             error: {
               /** @enum {string} */
-              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING';
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INCOMPLETE_BODY' | 'INVALID_ENCODING';
             };
           };
         };
@@ -8999,7 +9012,7 @@ export interface operations {
           'application/json': components['schemas']['ReplayedEvent'];
         };
       };
-      /** @description the request is not valid (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING) */
+      /** @description the request is not valid (VALIDATION_ERROR, MALFORMED_JSON, INCOMPLETE_BODY, INVALID_ENCODING) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -9008,7 +9021,7 @@ export interface operations {
           'application/json': components['schemas']['Error'] & {
             error: {
               /** @enum {string} */
-              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING';
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INCOMPLETE_BODY' | 'INVALID_ENCODING';
             };
           };
         };
@@ -9184,7 +9197,7 @@ export interface operations {
           'application/json': components['schemas']['ReplayedFailures'];
         };
       };
-      /** @description bad time (VALIDATION_ERROR, MALFORMED_JSON, INVALID_ENCODING) */
+      /** @description bad time (VALIDATION_ERROR, MALFORMED_JSON, INCOMPLETE_BODY, INVALID_ENCODING) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -9193,7 +9206,7 @@ export interface operations {
           'application/json': components['schemas']['Error'] & {
             error: {
               /** @enum {string} */
-              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INVALID_ENCODING';
+              code: 'VALIDATION_ERROR' | 'MALFORMED_JSON' | 'INCOMPLETE_BODY' | 'INVALID_ENCODING';
             };
           };
         };
@@ -9379,6 +9392,20 @@ export interface operations {
           'application/json': components['schemas']['HookAnswer'];
         };
       };
+      /** @description the request is not valid (INCOMPLETE_BODY) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INCOMPLETE_BODY';
+            };
+          };
+        };
+      };
       /** @description CALLBACK_TOKEN missing or wrong (UNAUTHORIZED) */
       401: {
         headers: {
@@ -9494,6 +9521,20 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['HookAnswer'];
+        };
+      };
+      /** @description the request is not valid (INCOMPLETE_BODY) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INCOMPLETE_BODY';
+            };
+          };
         };
       };
       /** @description CALLBACK_TOKEN missing or wrong (UNAUTHORIZED) */
@@ -9621,6 +9662,20 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['SpeechHookAnswer'];
+        };
+      };
+      /** @description the request is not valid (INCOMPLETE_BODY) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'] & {
+            error: {
+              /** @enum {string} */
+              code: 'INCOMPLETE_BODY';
+            };
+          };
         };
       };
       /** @description missing, forged or altered token (UNAUTHORIZED) */

@@ -13,6 +13,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
+import { AppError } from '../errors.ts';
 import type { AppEnv } from './env.ts';
 import { errorResponse } from './errors.ts';
 import { header, nodeRequest } from './headers.ts';
@@ -81,6 +82,19 @@ export function bodyLimits(): MiddlewareHandler<AppEnv> {
 
 const utf8 = new TextDecoder();
 
+/**
+ * A body the client stopped sending (it closed the request, or its connection reset): 400, and
+ * never read as the database being down (a reset reads as one, and would trip the breaker for
+ * every request). `cause`: what the body's stream failed with.
+ */
+export function incompleteBody(cause?: unknown): AppError {
+  const why = cause instanceof Error && cause.message ? ` (${cause.message})` : '';
+  return new AppError(
+    'INCOMPLETE_BODY',
+    `the request body did not arrive whole: the client closed the request before its end${why}`,
+  );
+}
+
 function incomingOf(c: Context<AppEnv>): IncomingMessage | undefined {
   const incoming = nodeRequest(c);
   // untouched: nothing has read it, or wrapped it in a Request that did
@@ -97,9 +111,9 @@ function readAll(incoming: IncomingMessage): Promise<Buffer> {
       ended = true;
       resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
     });
-    incoming.once('error', reject);
+    incoming.once('error', (err) => reject(incompleteBody(err)));
     incoming.once('close', () => {
-      if (!ended) reject(new Error('the client closed the request before its body ended'));
+      if (!ended) reject(incompleteBody());
     });
   });
 }

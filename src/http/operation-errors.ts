@@ -104,7 +104,7 @@ export function operationErrorCodes(path: string, op: Operation, method = 'get')
   if (params.some((p) => p.in === 'path' || p.in === 'query')) add('VALIDATION_ERROR');
   if (params.some((p) => p.in === 'path')) add('NOT_FOUND');
   if (op.requestBody !== undefined) {
-    add('PAYLOAD_TOO_LARGE');
+    add('PAYLOAD_TOO_LARGE', 'INCOMPLETE_BODY');
     if (judged) add(...JUDGED_BODY);
   }
   const requirements = op.security ?? [];

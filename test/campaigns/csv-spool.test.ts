@@ -262,3 +262,35 @@ describe('a CSV upload that fails while it spools [pglite]', () => {
     expect(spoolDirs()).toEqual([]);
   });
 });
+
+describeEachEngine('a CSV upload the client stops sending', (ctx) => {
+  it('is 400 INCOMPLETE_BODY, and the database is not taken for down', async () => {
+    const { app } = buildTestApp(ctx.database());
+    // what Node's request stream fails with when the client goes mid-body
+    const reset = Object.assign(new Error('aborted'), { code: 'ECONNRESET' });
+    let sent = false;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent) return controller.error(reset);
+        sent = true;
+        controller.enqueue(new TextEncoder().encode(HEADER + csvRows(0, 10)));
+      },
+    });
+    const res = await app.request(`/v1/campaigns?${QUERY}&name=${uniq('cut')}`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/csv' },
+      body,
+      duplex: 'half',
+    } as RequestInit);
+    expect(res.status).toBe(400);
+    expect((await readJson(res)).error).toEqual({
+      code: 'INCOMPLETE_BODY',
+      message:
+        'the request body did not arrive whole: the client closed the request before its end (aborted)',
+      details: [],
+    });
+    // a reset read as an outage would have tripped the breaker for every request
+    expect(ctx.database().availability.up).toBe(true);
+    expect(spoolDirs()).toEqual([]);
+  });
+});

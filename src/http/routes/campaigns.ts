@@ -28,7 +28,7 @@ import type { Db } from '../../db/client.ts';
 import { AppError, type ErrorDetail } from '../../errors.ts';
 import { issuesToDetails } from '../../zod-issues.ts';
 import { auditItems } from '../audit.ts';
-import { CAMPAIGN_CSV_BODY } from '../body.ts';
+import { CAMPAIGN_CSV_BODY, incompleteBody } from '../body.ts';
 import { errorBody, errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
 import { needs } from '../scopes.ts';
@@ -119,13 +119,25 @@ function csvSettings(query: Record<string, string>) {
   return rest;
 }
 
-/** The body's chunks as they arrive, refused once they pass `max` bytes (nothing is held). */
+/**
+ * The body's chunks as they arrive, refused once they pass `max` bytes (nothing is held); a
+ * body the client stopped sending is INCOMPLETE_BODY.
+ */
 async function* countedBody(
   body: AsyncIterable<Uint8Array>,
   max: number,
 ): AsyncGenerator<Uint8Array> {
   let seen = 0;
-  for await (const chunk of body) {
+  const chunks = body[Symbol.asyncIterator]();
+  for (;;) {
+    let next: IteratorResult<Uint8Array>;
+    try {
+      next = await chunks.next();
+    } catch (err) {
+      throw incompleteBody(err);
+    }
+    if (next.done) return;
+    const chunk = next.value;
     seen += chunk.byteLength;
     if (seen > max) {
       throw new AppError(
