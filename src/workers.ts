@@ -22,6 +22,7 @@ import {
   type DispatchOptions,
   type DispatchResult,
   dispatchOnce,
+  EMBEDDED_DISPATCH_LEASE_MS,
   type MessagelistSender,
 } from './messages/dispatcher.ts';
 import { attachPending, type IngestDeps } from './messages/ingest.ts';
@@ -228,6 +229,9 @@ export function startWorkers(deps: WorkerDeps): Workers {
    * One round, or undefined when this instance does not lead; with `nextDue`, an empty one
    * says when the outbox's next row is due (the first lane's, to know how long to sleep).
    */
+  // on the embedded database a transaction holds the one connection for every query of the
+  // process: its rounds send outside their claim's transaction (dispatchOnce, `leaseMs`)
+  const embedded = deps.database.kind === 'pglite';
   const dispatchRound = async (nextDue: boolean): Promise<DispatchResult | undefined> => {
     if (!(await isLeader())) return undefined;
     // the calls' spoken prompts first, so the provider finds them rendered (src/speech/spoken.ts)
@@ -245,7 +249,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
           deps.metrics.dispatched.inc({ result: 'rejected' }, rejected);
         },
       },
-      nextDue ? { ...deps.dispatch, nextDue } : deps.dispatch,
+      { ...deps.dispatch, nextDue, ...(embedded && { leaseMs: EMBEDDED_DISPATCH_LEASE_MS }) },
     );
     deps.metrics.dispatchRounds.inc({ result: result.claimed > 0 ? 'sent' : 'idle' });
     if (result.accepted + result.rejected > 0) attacher.wake();

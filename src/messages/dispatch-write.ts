@@ -6,10 +6,12 @@
  *   events when an endpoint wants them) and deletes their outbox rows, so a recorded send
  *   can never be sent again;
  * - `postpone`: after a failed send, one statement that puts the rows back with a backoff
- *   (or until the provider's rate limit lets them go).
+ *   (or until the provider's rate limit lets them go);
+ * - `lease`: the claimed rows out of the queue while a round sends outside its claim's
+ *   transaction (the embedded database).
  */
 import { sql } from 'drizzle-orm';
-import { executePrepared, type Tx } from '../db/client.ts';
+import { executePrepared, type Tx, valueArray } from '../db/client.ts';
 import { eventsFrom } from '../events/record.ts';
 import { messageStatusSource } from '../events/sources.ts';
 import type { Claimed } from './dispatch-claim.ts';
@@ -65,13 +67,17 @@ export function outcomeJson(o: Outcome): string {
 /**
  * Records the provider's answers for many messages in one set-based statement; with
  * `events`, their `message.status` events too (src/events/record.ts), in the same statement.
+ * With `onlyQueued` (a round that sent outside its claim's transaction), only the answers of
+ * rows still in the outbox (an erasure may have taken one meanwhile), and it answers their
+ * outbox ids; otherwise the round holds its rows locked and it answers undefined.
  */
 export async function recordOutcomes(
   tx: Tx,
   outcomes: Outcome[],
   now: Date,
   events = false,
-): Promise<void> {
+  onlyQueued = false,
+): Promise<Set<string> | undefined> {
   let list = '[';
   for (let i = 0; i < outcomes.length; i++) {
     if (i > 0) list += ',';
@@ -83,7 +89,7 @@ export async function recordOutcomes(
   // status moves up a rank only (a callback may already have said `delivered`), and the
   // messages the update found (so no event without its message: message_events has no
   // foreign key) get their timeline events and lose their outbox rows
-  await executePrepared(
+  const rows = await executePrepared<{ id: string | number }>(
     tx,
     sql`
     with u as (
@@ -97,7 +103,7 @@ export async function recordOutcomes(
       from jsonb_to_recordset(${list}::jsonb)
         as v("messageId" uuid, "outboxId" bigint, status text, "providerMessageId" text,
              "messagelistId" bigint, parts int, error jsonb, detail jsonb)
-      where m.id = v."messageId"
+      where m.id = v."messageId"${onlyQueued ? sql` and exists (select 1 from outbox o where o.id = v."outboxId")` : sql``}
       returning m.id, v."outboxId" as outbox_id, v.status,
         coalesce(v.detail, jsonb_build_object('messageId', v."providerMessageId",
           'messagelistId', v."messagelistId", 'parts', v.parts)) as detail
@@ -106,8 +112,19 @@ export async function recordOutcomes(
       insert into message_events (message_id, status, source, detail, at, received_at)
       select u.id, u.status, 'dispatch', u.detail, ${at}::timestamptz, ${at}::timestamptz
       from u)${events ? sql`, ${eventsFrom(dispatchSource(at))}` : sql``}
-    delete from outbox where id = any(array(select outbox_id from u))`,
+    delete from outbox where id = any(array(select outbox_id from u))${onlyQueued ? sql` returning id` : sql``}`,
   );
+  return onlyQueued ? new Set(rows.map((r) => String(r.id))) : undefined;
+}
+
+/** Takes claimed rows out of the queue until `until` (a round that sends outside its claim). */
+export async function lease(tx: Tx, rows: readonly Claimed[], until: Date): Promise<void> {
+  await tx.execute(sql`
+    update outbox set available_at = ${until.toISOString()}::timestamptz
+    where id = any(${valueArray(
+      rows.map((c) => c.outbox_id),
+      'bigint',
+    )})`);
 }
 
 /** Puts rows whose send failed back in the outbox, due again at `availableAt`. */

@@ -25,7 +25,7 @@ import { type CallBudget, ProviderError } from '../provider/http.ts';
 import type { Message, NormalisedMessagelistResponse } from '../provider/message.ts';
 import { inSpan, linkFromTraceparent, tracingEnabled } from '../tracing.ts';
 import { type CascadeEndpoint, toCascadeWire } from './cascade.ts';
-import { type Claim, claim, MESSAGELIST_BYTES } from './dispatch-claim.ts';
+import { type Claim, type Claimed, claim, MESSAGELIST_BYTES } from './dispatch-claim.ts';
 import {
   afterFailure,
   CASCADE_UNAVAILABLE,
@@ -37,7 +37,7 @@ import {
   retryDelayMs,
   roundParts,
 } from './dispatch-plan.ts';
-import { postpone, recordOutcomes } from './dispatch-write.ts';
+import { lease, postpone, recordOutcomes } from './dispatch-write.ts';
 
 export { MESSAGELIST_BYTES };
 
@@ -49,6 +49,13 @@ export { MESSAGELIST_BYTES };
  */
 export const ROUND_RATE_LIMIT_WAIT_MS = 2000;
 const BUDGET: CallBudget = { maxRateLimitWaitMs: ROUND_RATE_LIMIT_WAIT_MS };
+
+/**
+ * How long an embedded database's round keeps its rows out of the queue while it sends
+ * outside its claim's transaction (`DispatchOptions.leaseMs`): what a crash mid-send delays
+ * their resend by. Longer than a send takes (a messagelist's four attempts of up to 30 s).
+ */
+export const EMBEDDED_DISPATCH_LEASE_MS = 5 * 60_000;
 
 /** The part of the cascade client the dispatcher needs. */
 export interface CascadeSender {
@@ -109,6 +116,11 @@ export interface DispatchOptions {
   concurrency?: number;
   /** an empty round reads when the outbox's next row is due (DispatchResult.nextDueAt) */
   nextDue?: boolean;
+  /**
+   * Send outside the claim's transaction, the rows leased for this long meanwhile (see
+   * `dispatchOnce`): for the embedded database. Longer than a send can take.
+   */
+  leaseMs?: number;
 }
 
 export interface DispatchResult {
@@ -156,10 +168,25 @@ async function send(deps: DispatchDeps, part: RoundPart): Promise<Outcome[]> {
   return cascadeOutcomes(part.rows, results);
 }
 
+/** What a round's sends came to, before anything of it is written. */
+interface Sent {
+  outcomes: Outcome[];
+  /** rows to put back: after a failure (`attempted`), or until the rate limit lets them go */
+  later: { rows: Claimed[]; error: string; due: Date; attempted: boolean }[];
+  failed: number;
+}
+
 /**
  * One round: claim up to `batchSize` due messages, send them as one messagelist (cascade
  * messages through the cascade API), record the answer. A failed send (after the client's own
  * retries) puts the rows back with a backoff.
+ *
+ * By default the round is one transaction that holds its rows locked through the send (ADR
+ * 0001). With `leaseMs` (the embedded database, whose one connection a transaction holds for
+ * every other query of the process) the claim commits with the rows leased (not due) for
+ * that long, the send runs outside any transaction, and a second transaction records the
+ * answers of the rows still queued; a crash in between sends the rows again once the lease
+ * ends, with the same customerMessageIds, as a crash inside the one transaction would.
  */
 export async function dispatchOnce(
   deps: DispatchDeps,
@@ -167,28 +194,49 @@ export async function dispatchOnce(
 ): Promise<DispatchResult> {
   const batchSize = Math.min(opts.batchSize ?? 5000, 5000);
   const maxAttempts = opts.maxAttempts ?? 10;
-  const result = await deps.db.transaction(async (tx): Promise<DispatchResult> => {
-    const now = deps.clock.now();
-    const taken = await claim(tx, batchSize, opts.maxBytes ?? MESSAGELIST_BYTES, now);
-    const claimed = taken.rows;
-    if (claimed.length === 0)
-      return opts.nextDue ? { ...EMPTY, nextDueAt: await nextDue(tx) } : EMPTY;
-    if (!tracingEnabled()) return sendAndRecord(tx, taken, now);
-    const links = taken.traceparents.map(linkFromTraceparent).filter((l) => l !== undefined);
-    const attributes = { 'messaging.batch.message_count': claimed.length };
-    return inSpan('dispatch', { links, attributes }, () => sendAndRecord(tx, taken, now));
-  });
+  const maxBytes = opts.maxBytes ?? MESSAGELIST_BYTES;
+  const result =
+    opts.leaseMs === undefined
+      ? await deps.db.transaction(async (tx): Promise<DispatchResult> => {
+          const now = deps.clock.now();
+          const taken = await claim(tx, batchSize, maxBytes, now);
+          if (taken.rows.length === 0)
+            return opts.nextDue ? { ...EMPTY, nextDueAt: await nextDue(tx) } : EMPTY;
+          return traced(taken, async () => write(tx, taken, await sendAll(taken, now), now));
+        })
+      : await leasedRound(opts.leaseMs);
   if (result.accepted + result.rejected > 0) deps.onDispatched?.(result.accepted, result.rejected);
   return result;
 
-  async function sendAndRecord(tx: Tx, taken: Claim, now: Date): Promise<DispatchResult> {
-    const claimed = taken.rows;
-    const full = taken.locked >= batchSize || claimed.length < taken.locked;
-    const outcomes: Outcome[] = [];
-    let failed = 0;
-    for (const part of roundParts(claimed, taken.payloads)) {
+  async function leasedRound(leaseMs: number): Promise<DispatchResult> {
+    const now = deps.clock.now();
+    let nextDueAt: Date | null = null;
+    const taken = await deps.db.transaction(async (tx) => {
+      const t = await claim(tx, batchSize, maxBytes, now);
+      if (t.rows.length > 0) await lease(tx, t.rows, new Date(now.getTime() + leaseMs));
+      else if (opts.nextDue) nextDueAt = await nextDue(tx);
+      return t;
+    });
+    if (taken.rows.length === 0) return opts.nextDue ? { ...EMPTY, nextDueAt } : EMPTY;
+    return traced(taken, async () => {
+      const sent = await sendAll(taken, now);
+      return deps.db.transaction((tx) => write(tx, taken, sent, now, true));
+    });
+  }
+
+  function traced(taken: Claim, fn: () => Promise<DispatchResult>): Promise<DispatchResult> {
+    if (!tracingEnabled()) return fn();
+    const links = taken.traceparents.map(linkFromTraceparent).filter((l) => l !== undefined);
+    const attributes = { 'messaging.batch.message_count': taken.rows.length };
+    return inSpan('dispatch', { links, attributes }, fn);
+  }
+
+  /** Sends every part of the round; writes nothing. */
+  async function sendAll(taken: Claim, now: Date): Promise<Sent> {
+    const sent: Sent = { outcomes: [], later: [], failed: 0 };
+    for (const part of roundParts(taken.rows, taken.payloads)) {
       try {
-        for (const o of await send(deps, part)) outcomes.push(o);
+        for (const o of await send(deps, part)) sent.outcomes.push(o);
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);
         if (err instanceof ProviderError && err.retryAfterMs !== undefined) {
@@ -198,31 +246,46 @@ export async function dispatchOnce(
             { err: { message }, count: part.rows.length, until: due.toISOString() },
             `${part.what} rate limited: back in the outbox until then`,
           );
-          await postpone(tx, part.rows, message, due, false);
-          failed += part.rows.length;
+          sent.later.push({ rows: part.rows, error: message, due, attempted: false });
+          sent.failed += part.rows.length;
           continue;
         }
         deps.logger.warn({ err: { message }, count: part.rows.length }, `${part.what} send failed`);
         const { retry, givenUp } = afterFailure(part.rows, maxAttempts, message);
         if (retry.length > 0) {
           const due = new Date(now.getTime() + retryDelayMs(retry[0]!.attempts));
-          await postpone(tx, retry, message, due, true);
+          sent.later.push({ rows: retry, error: message, due, attempted: true });
         }
-        for (const o of givenUp) outcomes.push(o);
-        failed += retry.length;
+        for (const o of givenUp) sent.outcomes.push(o);
+        sent.failed += retry.length;
       }
     }
+    return sent;
+  }
+
+  /** Writes what the sends came to; `leased`: only for rows still queued (leasedRound). */
+  async function write(
+    tx: Tx,
+    taken: Claim,
+    sent: Sent,
+    now: Date,
+    leased = false,
+  ): Promise<DispatchResult> {
+    for (const p of sent.later) await postpone(tx, p.rows, p.error, p.due, p.attempted);
+    let outcomes = sent.outcomes;
     if (outcomes.length > 0) {
-      await recordOutcomes(tx, outcomes, now, subscriptionsOf(deps.db).wants('message.status'));
+      const events = subscriptionsOf(deps.db).wants('message.status');
+      const recorded = await recordOutcomes(tx, outcomes, now, events, leased);
+      if (recorded) outcomes = outcomes.filter((o) => recorded.has(String(o.outboxId)));
       await deps.onRecorded?.(tx, outcomes);
     }
     const accepted = outcomes.filter((o) => o.status === 'accepted').length;
     return {
-      claimed: claimed.length,
-      full,
+      claimed: taken.rows.length,
+      full: taken.locked >= batchSize || taken.rows.length < taken.locked,
       accepted,
       rejected: outcomes.length - accepted,
-      failed,
+      failed: sent.failed,
     };
   }
 }

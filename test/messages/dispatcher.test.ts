@@ -328,6 +328,74 @@ describeEachEngine('dispatcher', (ctx) => {
     }
   });
 
+  it('with a lease, sends outside its transaction: the database serves others meanwhile, and a row taken meanwhile is not recorded', async () => {
+    const cmids = await submit(3);
+    // a provider that answers only when the test says: the round is mid-send until then
+    let release!: () => void;
+    const answered = new Promise<void>((r) => {
+      release = r;
+    });
+    let sending!: () => void;
+    const inFlight = new Promise<void>((r) => {
+      sending = r;
+    });
+    const held: MessagelistSender = {
+      sendMessagelist: async (messages) => {
+        sending();
+        await answered;
+        return client.sendMessagelist(messages);
+      },
+    };
+    const round = dispatchOnce(deps(held), { leaseMs: 60_000 });
+    await inFlight;
+    // mid-send: no transaction holds the database (on PGlite, its one connection), so these
+    // run now; the rows are out of the queue until the lease ends
+    const leased = rowsOf<{ id: string; wait_s: number }>(
+      await ctx.database().db.execute(sql`
+        select id::text, extract(epoch from available_at - now())::float8 as wait_s
+        from outbox order by id`),
+    );
+    expect(leased).toHaveLength(3);
+    for (const r of leased) expect(r.wait_s).toBeGreaterThan(50);
+    expect((await dispatchOnce(deps())).claimed).toBe(0);
+    // a row taken from the queue meanwhile (as an erasure does) is not recorded
+    await ctx.database().db.execute(sql`delete from outbox where id = ${leased[0]!.id}::bigint`);
+    release();
+    expect(await round).toMatchObject({ claimed: 3, accepted: 2, failed: 0 });
+    const statuses = await Promise.all(
+      cmids.map(async (c) => (await getMessage(ctx.database().db, c)).status),
+    );
+    expect(statuses.sort()).toEqual(['accepted', 'accepted', 'queued']);
+    expect(await outboxCount()).toBe(0);
+  });
+
+  it('with a lease, rows whose round died mid-send go again once the lease ends', async () => {
+    const cmids = await submit(2);
+    let sending!: () => void;
+    const inFlight = new Promise<void>((r) => {
+      sending = r;
+    });
+    // a round that never comes back (its process died mid-send)
+    const dead: MessagelistSender = {
+      sendMessagelist: () => {
+        sending();
+        return new Promise(() => {});
+      },
+    };
+    void dispatchOnce(deps(dead), { leaseMs: 60_000 });
+    await inFlight;
+    expect((await dispatchOnce(deps(), { leaseMs: 60_000 })).claimed).toBe(0);
+    await ctx
+      .database()
+      .db.execute(sql`update outbox set available_at = now() - interval '1 second'`);
+    expect(await dispatchOnce(deps(), { leaseMs: 60_000 })).toMatchObject({
+      claimed: 2,
+      accepted: 2,
+    });
+    for (const cmid of cmids) expect(sandboxCount(cmid)).toBe(1);
+    expect(await outboxCount()).toBe(0);
+  });
+
   it('several dispatchers at once send every message exactly once', async () => {
     const cmids = await submit(1200);
     const results = await Promise.all(
