@@ -117,14 +117,18 @@ export async function recordOutcomes(
   return onlyQueued ? new Set(rows.map((r) => String(r.id))) : undefined;
 }
 
+/** The outbox ids of `rows`, as one array parameter. */
+const outboxIds = (rows: readonly Claimed[]) =>
+  valueArray(
+    rows.map((c) => c.outbox_id),
+    'bigint',
+  );
+
 /** Takes claimed rows out of the queue until `until` (a round that sends outside its claim). */
 export async function lease(tx: Tx, rows: readonly Claimed[], until: Date): Promise<void> {
   await tx.execute(sql`
     update outbox set available_at = ${until.toISOString()}::timestamptz
-    where id = any(${valueArray(
-      rows.map((c) => c.outbox_id),
-      'bigint',
-    )})`);
+    where id = any(${outboxIds(rows)})`);
 }
 
 /** Puts rows whose send failed back in the outbox, due again at `availableAt`. */
@@ -136,9 +140,8 @@ export async function postpone(
   /** false when the provider processed nothing (rate limited): not one of maxAttempts */
   attempted: boolean,
 ): Promise<void> {
-  const ids = JSON.stringify(rows.map((c) => c.outbox_id));
   await tx.execute(sql`
     update outbox set attempts = attempts + ${attempted ? 1 : 0}, last_error = ${error},
       available_at = ${availableAt.toISOString()}::timestamptz
-    where id in (select value::bigint from jsonb_array_elements_text(${ids}::jsonb))`);
+    where id = any(${outboxIds(rows)})`);
 }

@@ -173,7 +173,6 @@ interface Sent {
   outcomes: Outcome[];
   /** rows to put back: after a failure (`attempted`), or until the rate limit lets them go */
   later: { rows: Claimed[]; error: string; due: Date; attempted: boolean }[];
-  failed: number;
 }
 
 /**
@@ -233,7 +232,7 @@ export async function dispatchOnce(
 
   /** Sends every part of the round; writes nothing. */
   async function sendAll(taken: Claim, now: Date): Promise<Sent> {
-    const sent: Sent = { outcomes: [], later: [], failed: 0 };
+    const sent: Sent = { outcomes: [], later: [] };
     for (const part of roundParts(taken.rows, taken.payloads)) {
       try {
         for (const o of await send(deps, part)) sent.outcomes.push(o);
@@ -247,7 +246,6 @@ export async function dispatchOnce(
             `${part.what} rate limited: back in the outbox until then`,
           );
           sent.later.push({ rows: part.rows, error: message, due, attempted: false });
-          sent.failed += part.rows.length;
           continue;
         }
         deps.logger.warn({ err: { message }, count: part.rows.length }, `${part.what} send failed`);
@@ -257,7 +255,6 @@ export async function dispatchOnce(
           sent.later.push({ rows: retry, error: message, due, attempted: true });
         }
         for (const o of givenUp) sent.outcomes.push(o);
-        sent.failed += retry.length;
       }
     }
     return sent;
@@ -285,7 +282,7 @@ export async function dispatchOnce(
       full: taken.locked >= batchSize || taken.rows.length < taken.locked,
       accepted,
       rejected: outcomes.length - accepted,
-      failed: sent.failed,
+      failed: sent.later.reduce((n, p) => n + p.rows.length, 0),
     };
   }
 }
