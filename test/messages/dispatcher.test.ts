@@ -16,6 +16,7 @@ import { createProviderClient, type ProviderClient } from '../../src/provider/cl
 import { MAX_ID_LENGTH } from '../../src/provider/message.ts';
 import { createSandbox, type Sandbox } from '../../src/sandbox/app.ts';
 import { createManualClock } from '../../src/sandbox/clock.ts';
+import { listen } from '../provider/helpers.ts';
 import { phone, randomId, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
 
@@ -262,17 +263,13 @@ describeEachEngine('dispatcher', (ctx) => {
       clock: sandboxClock,
       rateLimits: { messaging: { perSecond: 1 / 60, burst: 1 } },
     });
-    const limitedServer = await new Promise<ReturnType<typeof serve>>((resolve) => {
-      const s = serve({ fetch: limited.app.fetch, port: 0, hostname: '127.0.0.1' }, () =>
-        resolve(s),
-      );
-    });
+    const limitedServer = await listen(limited.app);
     try {
       // the client's time is the test's: every wait it would make is recorded, none is made
       let now = 1_000_000;
       const sleeps: number[] = [];
       const provider = createProviderClient({
-        baseUrl: `http://127.0.0.1:${(limitedServer.address() as AddressInfo).port}`,
+        baseUrl: limitedServer.url,
         auth: { apiKey: 'sandbox-key' },
         clock: { now: () => now },
         sleep: async (ms: number) => {
@@ -324,7 +321,7 @@ describeEachEngine('dispatcher', (ctx) => {
       expect(sleeps).toEqual([]);
     } finally {
       await limited.close();
-      await new Promise((r) => limitedServer.close(r));
+      await limitedServer.close();
     }
   });
 
