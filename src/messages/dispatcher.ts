@@ -48,14 +48,30 @@ export { MESSAGELIST_BYTES };
  * attempt counted (a 429 is "not processed"), and the round commits at once.
  */
 export const ROUND_RATE_LIMIT_WAIT_MS = 2000;
-const BUDGET: CallBudget = { maxRateLimitWaitMs: ROUND_RATE_LIMIT_WAIT_MS };
+
+/**
+ * The longest a round's sends take, every part and attempt together (`DispatchOptions`
+ * `sendDeadlineMs`): what is unanswered then goes back in the outbox with a backoff, so a
+ * round holds its claim (on Postgres an open transaction and its rows' locks) this long at most,
+ * where the client's own bounds (four attempts of up to 30 s, a round of up to five requests)
+ * would allow minutes.
+ */
+export const ROUND_SEND_DEADLINE_MS = 60_000;
+
+/**
+ * Postgres's own bound on a round's transaction waiting for its sends
+ * (`idle_in_transaction_session_timeout`, set for the round's transaction only): the deadline
+ * and this margin. It frees the rows when the process is gone mid-send (a lost host, a network
+ * partition), which Postgres would otherwise notice only by TCP keepalive, hours by default.
+ */
+export const ROUND_IDLE_MARGIN_MS = 30_000;
 
 /**
  * How long an embedded database's round keeps its rows out of the queue while it sends
  * outside its claim's transaction (`DispatchOptions.leaseMs`): what a crash mid-send delays
- * their resend by. Longer than a send takes (a messagelist's four attempts of up to 30 s).
+ * their resend by. Longer than a round's sends may take.
  */
-export const EMBEDDED_DISPATCH_LEASE_MS = 5 * 60_000;
+export const EMBEDDED_DISPATCH_LEASE_MS = 5 * ROUND_SEND_DEADLINE_MS;
 
 /** The part of the cascade client the dispatcher needs. */
 export interface CascadeSender {
@@ -121,6 +137,13 @@ export interface DispatchOptions {
    * `dispatchOnce`): for the embedded database. Longer than a send can take.
    */
   leaseMs?: number;
+  /** the round's sends end by then (default ROUND_SEND_DEADLINE_MS) */
+  sendDeadlineMs?: number;
+  /**
+   * Postgres ends the round's session when its transaction waits this long between two
+   * statements (default: the send deadline and ROUND_IDLE_MARGIN_MS); not with `leaseMs`
+   */
+  idleTimeoutMs?: number;
 }
 
 export interface DispatchResult {
@@ -148,22 +171,22 @@ async function nextDue(tx: Tx): Promise<Date | null> {
 }
 
 /** Sends one part of a round and reads the answers; throws when the send failed. */
-async function send(deps: DispatchDeps, part: RoundPart): Promise<Outcome[]> {
+async function send(deps: DispatchDeps, part: RoundPart, budget: CallBudget): Promise<Outcome[]> {
   if (part.what === 'messagelist') {
     const { body } = part;
     const answers =
       'text' in body && deps.provider.sendMessagelistText
-        ? await deps.provider.sendMessagelistText(body.text, part.rows.length, BUDGET)
+        ? await deps.provider.sendMessagelistText(body.text, part.rows.length, budget)
         : await deps.provider.sendMessagelist(
             'text' in body ? (JSON.parse(`[${body.text}]`) as Message[]) : body.messages,
-            BUDGET,
+            budget,
           );
     return outcomesFrom(part.rows, answers);
   }
   if (!deps.cascade) return part.rows.map((c) => rejectedOutcome(c, CASCADE_UNAVAILABLE));
   const results = await deps.cascade.send(part.messages.map(toCascadeWire), {
     endpoint: part.endpoint,
-    ...BUDGET,
+    ...budget,
   });
   return cascadeOutcomes(part.rows, results);
 }
@@ -194,6 +217,8 @@ export async function dispatchOnce(
   const batchSize = Math.min(opts.batchSize ?? 5000, 5000);
   const maxAttempts = opts.maxAttempts ?? 10;
   const maxBytes = opts.maxBytes ?? MESSAGELIST_BYTES;
+  const deadlineMs = opts.sendDeadlineMs ?? ROUND_SEND_DEADLINE_MS;
+  const idleTimeoutMs = opts.idleTimeoutMs ?? deadlineMs + ROUND_IDLE_MARGIN_MS;
   const result =
     opts.leaseMs === undefined
       ? await deps.db.transaction(async (tx): Promise<DispatchResult> => {
@@ -201,6 +226,10 @@ export async function dispatchOnce(
           const taken = await claim(tx, batchSize, maxBytes, now);
           if (taken.rows.length === 0)
             return opts.nextDue ? { ...EMPTY, nextDueAt: await nextDue(tx) } : EMPTY;
+          // for this transaction only; a parameter, which SET LOCAL cannot take
+          await tx.execute(
+            sql`select set_config('idle_in_transaction_session_timeout', ${String(idleTimeoutMs)}, true)`,
+          );
           return traced(taken, async () => write(tx, taken, await sendAll(taken, now), now));
         })
       : await leasedRound(opts.leaseMs);
@@ -230,14 +259,28 @@ export async function dispatchOnce(
     return inSpan('dispatch', { links, attributes }, fn);
   }
 
-  /** Sends every part of the round; writes nothing. */
+  /** Sends every part of the round, until the round's deadline; writes nothing. */
   async function sendAll(taken: Claim, now: Date): Promise<Sent> {
     const sent: Sent = { outcomes: [], later: [] };
+    const deadline = AbortSignal.timeout(deadlineMs);
+    const budget: CallBudget = { maxRateLimitWaitMs: ROUND_RATE_LIMIT_WAIT_MS, signal: deadline };
     for (const part of roundParts(taken.rows, taken.payloads)) {
+      if (deadline.aborted) {
+        // not sent: back at once, uncounted, for the next round
+        const error = `not sent: the round's ${deadlineMs} ms for its sends had passed`;
+        sent.later.push({ rows: part.rows, error, due: deps.clock.now(), attempted: false });
+        continue;
+      }
       try {
-        for (const o of await send(deps, part)) sent.outcomes.push(o);
+        for (const o of await send(deps, part, budget)) sent.outcomes.push(o);
       } catch (err) {
-        const message = err instanceof Error ? err.message : String(err);
+        // the client rethrows the signal's reason wherever the deadline stopped it
+        const message =
+          deadline.aborted && err === deadline.reason
+            ? `no answer within the round's ${deadlineMs} ms for its sends`
+            : err instanceof Error
+              ? err.message
+              : String(err);
         if (err instanceof ProviderError && err.retryAfterMs !== undefined) {
           // rate limited past ROUND_RATE_LIMIT_WAIT_MS: nothing was processed
           const due = new Date(deps.clock.now().getTime() + err.retryAfterMs);

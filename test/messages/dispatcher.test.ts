@@ -5,11 +5,16 @@
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { sql } from 'drizzle-orm';
+import { Hono } from 'hono';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.ts';
 import { rowsOf } from '../../src/db/client.ts';
 import { createLogger } from '../../src/logger.ts';
-import { dispatchOnce, type MessagelistSender } from '../../src/messages/dispatcher.ts';
+import {
+  type CascadeSender,
+  dispatchOnce,
+  type MessagelistSender,
+} from '../../src/messages/dispatcher.ts';
 import { getMessage } from '../../src/messages/read.ts';
 import { submitMessages } from '../../src/messages/submit.ts';
 import { createProviderClient, type ProviderClient } from '../../src/provider/client.ts';
@@ -19,6 +24,8 @@ import { createManualClock } from '../../src/sandbox/clock.ts';
 import { listen } from '../provider/helpers.ts';
 import { phone, randomId, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
+import { eventually } from '../support/server.ts';
+import { ONE_CONNECTION, onlyIf } from '../support/skip.ts';
 
 const logger = createLogger('silent');
 
@@ -324,6 +331,114 @@ describeEachEngine('dispatcher', (ctx) => {
       await limitedServer.close();
     }
   });
+
+  it('a provider that never answers: the round gives up at its deadline, the rows back with a backoff; a part not begun is put back uncounted', async () => {
+    // takes every request and answers none, as a provider whose network went quiet
+    const silent = new Hono();
+    let arrived = 0;
+    silent.post('*', () => {
+      arrived++;
+      return new Promise<Response>(() => {});
+    });
+    const silentServer = await listen(silent);
+    try {
+      const provider = createProviderClient({
+        baseUrl: silentServer.url,
+        auth: { apiKey: 'sandbox-key' },
+      });
+      const cascadeSends: number[] = [];
+      const cascade: CascadeSender = {
+        send: async (messages) => {
+          cascadeSends.push(messages.length);
+          return [];
+        },
+      };
+      await submit(2);
+      await submitMessages({ db: ctx.database().db, clock: systemClock }, [
+        {
+          type: 'cascade',
+          from: 'Shop',
+          to: phone(),
+          messageType: 'transaction',
+          text: 'Hi %name=1%',
+          variables: [{ id: 1, type: 'name', value: 'Ann' }],
+          customerMessageId: uniq('c'),
+        },
+      ]);
+      // the client alone would wait 30 s an attempt, four attempts
+      const round = await dispatchOnce({ ...deps(provider), cascade }, { sendDeadlineMs: 300 });
+      expect(round).toMatchObject({ claimed: 3, accepted: 0, rejected: 0, failed: 3 });
+      expect(arrived).toBe(1); // the messagelist, once: the deadline passed in its first attempt
+      expect(cascadeSends).toEqual([]); // never begun
+      const rows = rowsOf<{ type: string; attempts: number; last_error: string; wait_s: number }>(
+        await ctx.database().db.execute(sql`
+          select m.type, o.attempts, o.last_error,
+            extract(epoch from o.available_at - now())::float8 as wait_s
+          from outbox o join messages m on m.id = o.message_id order by o.id`),
+      );
+      expect(rows.map((r) => [r.type, r.attempts])).toEqual([
+        ['sms', 1],
+        ['sms', 1],
+        ['cascade', 0],
+      ]);
+      for (const r of rows.filter((r) => r.type === 'sms')) {
+        expect(r.last_error).toBe("no answer within the round's 300 ms for its sends");
+        expect(r.wait_s).toBeGreaterThan(0); // the first retry's backoff
+      }
+      const [notBegun] = rows.filter((r) => r.type === 'cascade');
+      expect(notBegun!.last_error).toBe("not sent: the round's 300 ms for its sends had passed");
+      expect(notBegun!.wait_s).toBeLessThanOrEqual(0); // due at once, for the next round
+    } finally {
+      await silentServer.close();
+      await ctx.database().db.execute(sql`delete from outbox`);
+    }
+  });
+
+  // two connections at once: real Postgres only (PGlite runs one transaction at a time)
+  it.runIf(ctx.engine === 'postgres')(
+    onlyIf(
+      ctx.engine === 'postgres',
+      'Postgres ends a round whose process stopped mid-send: its rows are free again, and nothing is lost',
+      ONE_CONNECTION,
+    ),
+    async () => {
+      const cmids = await submit(2);
+      const claimable = async () =>
+        rowsOf<{ n: number }>(
+          await ctx.database().db.execute(sql`
+            select count(*)::int as n from (select 1 from outbox for update skip locked) o`),
+        )[0]!.n;
+      // a send that outlives every bound of this process, as a stalled or lost process does
+      let release!: () => void;
+      const stalled = new Promise<void>((r) => {
+        release = r;
+      });
+      let sending!: () => void;
+      const inFlight = new Promise<void>((r) => {
+        sending = r;
+      });
+      const stuck: MessagelistSender = {
+        sendMessagelist: async () => {
+          sending();
+          await stalled;
+          return [];
+        },
+      };
+      // the round fails as soon as Postgres closes its connection, while its send still runs
+      const round = dispatchOnce(deps(stuck), { idleTimeoutMs: 500 }).then(
+        () => 'committed',
+        (err: unknown) => err,
+      );
+      await inFlight;
+      expect(await claimable()).toBe(0); // held by the round
+      await eventually(async () => (await claimable()) === 2, 10_000, 'Postgres to end the round');
+      release();
+      expect(await round).toMatchObject({ code: 'CONNECTION_CLOSED' });
+      // the rows as they were: sent by the next round, once each
+      expect(await dispatchOnce(deps())).toMatchObject({ claimed: 2, accepted: 2 });
+      for (const cmid of cmids) expect(sandboxCount(cmid)).toBe(1);
+    },
+  );
 
   it('with a lease, sends outside its transaction: the database serves others meanwhile, and a row taken meanwhile is not recorded', async () => {
     const cmids = await submit(3);
