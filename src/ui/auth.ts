@@ -17,7 +17,7 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { presentedBearer } from '../http/api-auth.ts';
-import { tokenMatches } from '../http/auth.ts';
+import { tokenMatcher } from '../http/auth.ts';
 import type { AppEnv } from '../http/env.ts';
 import { header } from '../http/headers.ts';
 import { type ConsoleSessions, SESSION_LIFETIME_MS } from './sessions.ts';
@@ -44,14 +44,12 @@ export function sessionCookie(c: Context): string | undefined {
 }
 
 /** Whether the request carries one of `tokens` as a bearer token, or a live session cookie. */
-export async function isSignedIn(
+async function isSignedIn(
   c: Context,
-  tokens: readonly string[],
+  matches: (token: string | undefined) => boolean,
   sessions: ConsoleSessions,
 ): Promise<boolean> {
-  if (tokens.length === 0) return true;
-  const bearer = presentedBearer(header(c, 'authorization'));
-  if (tokenMatches(bearer, tokens)) return true;
+  if (matches(presentedBearer(header(c, 'authorization')))) return true;
   return sessions.isValid(sessionCookie(c));
 }
 
@@ -71,8 +69,9 @@ export function consoleAuth(
   sessions: ConsoleSessions,
   open: (path: string) => boolean,
 ): MiddlewareHandler<AppEnv> {
+  const matches = tokenMatcher(tokens);
   return async (c, next) => {
-    if (tokens.length === 0 || open(c.req.path) || (await isSignedIn(c, tokens, sessions))) {
+    if (tokens.length === 0 || open(c.req.path) || (await isSignedIn(c, matches, sessions))) {
       return next();
     }
     const accept = c.req.header('accept') ?? '';
