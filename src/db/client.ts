@@ -474,12 +474,8 @@ interface PostgresJsInternals {
  * "failed after COMMIT". When `fn` returns without calling `last`, COMMIT follows as usual;
  * when it throws, the transaction is rolled back.
  *
- * `lockTimeoutMs`: a row lock not granted within it fails the statement (Postgres's
- * `lock_timeout`, this transaction only), so a lock held by a lost client does not hold this
- * transaction, and its connection, until Postgres notices the loss.
- *
  * On PGlite (no network between the two) this is `db.transaction`, and `last` a statement
- * like any other (one connection: no lock is held by anyone else).
+ * like any other.
  *
  * @example
  * const rows = await pipelinedTransaction(db, async (tx, last) => {
@@ -490,7 +486,6 @@ interface PostgresJsInternals {
 export async function pipelinedTransaction<T>(
   db: Db,
   fn: (tx: Tx, last: RunLast) => Promise<T>,
-  opts: { lockTimeoutMs?: number } = {},
 ): Promise<T> {
   const base = db._.session;
   if (!(base instanceof PostgresJsSession)) {
@@ -500,19 +495,8 @@ export async function pipelinedTransaction<T>(
   const conn = await client.reserve();
   // postgres.js sends each query a microtask after `execute()` (or `await`) in call order, and
   // a connection's queries in the order they were sent: BEGIN goes first, before anything fn
-  // runs, and in the same write as fn's first statement (with `lockTimeoutMs`, its setting too)
-  const begin = conn.unsafe('begin').execute();
-  const begun =
-    opts.lockTimeoutMs === undefined
-      ? begin
-      : Promise.all([
-          begin,
-          conn
-            .unsafe("select set_config('lock_timeout', $1, true)", [String(opts.lockTimeoutMs)], {
-              prepare: true,
-            })
-            .execute(),
-        ]);
+  // runs, and in the same write as fn's first statement
+  const begun = conn.unsafe('begin').execute();
   begun.catch(() => {}); // its failure fails fn's first statement too; awaited below
   let ended = false;
   const last: RunLast = async <R>(query: SQL) => {

@@ -10,12 +10,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ZodError } from 'zod';
 import { type DatabaseAvailability, databaseDown } from '../db/availability.ts';
-import {
-  errorFields,
-  isDatabaseUnavailable,
-  isLockNotAvailable,
-  isUnstorableText,
-} from '../db/errors.ts';
+import { errorFields, isDatabaseUnavailable, isUnstorableText } from '../db/errors.ts';
 import { AppError, type ErrorCode, type ErrorDetail, httpStatus } from '../errors.ts';
 import { issuesToDetails } from '../zod-issues.ts';
 import type { AppEnv } from './env.ts';
@@ -136,19 +131,6 @@ export async function onError(err: Error, c: Context<AppEnv>, availability?: Dat
     return errorResponse(c, 'UNAVAILABLE', 'the database is not answering; retry shortly', [], {
       requestId,
     });
-  }
-  if (isLockNotAvailable(err)) {
-    // a row held by another transaction past lock_timeout (a lost instance's, until Postgres
-    // notices): the database answers, so the breaker is not told
-    log?.warn({ err: errorFields(err) }, 'a row lock was not granted in time');
-    c.header('Retry-After', '1');
-    return errorResponse(
-      c,
-      'UNAVAILABLE',
-      'a record this request needs is held by another transaction; retry shortly',
-      [],
-      { requestId },
-    );
   }
   // the stack as pino serialises it, and Postgres's own words when it refused a statement
   const { db } = errorFields(err);

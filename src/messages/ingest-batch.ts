@@ -19,7 +19,7 @@
  */
 import { pipelinedTransaction } from '../db/client.ts';
 import { isUniqueViolation } from '../db/errors.ts';
-import { BATCH_DEADLINE_MS, groupCommit } from '../db/group-commit.ts';
+import { groupCommit } from '../db/group-commit.ts';
 import { subscriptionsOf } from '../events/subscriptions.ts';
 import { erasedFilter } from '../privacy/erased.ts';
 import { parseDeliveryBody } from './delivery-parse.ts';
@@ -38,13 +38,11 @@ export interface BatchOptions {
   maxBatch?: number;
   /** transactions in flight at once */
   concurrency?: number;
-  /** how long a batch waits for a message's row lock (default: `ingestDeliveries`') */
-  lockTimeoutMs?: number;
 }
 
 export function createDeliveryBatcher(deps: IngestDeps, opts: BatchOptions = {}): DeliveryBatcher {
   const ingest = groupCommit<RawCallback, IngestResult>({
-    batch: (raws) => ingestDeliveries(deps, raws, opts.lockTimeoutMs),
+    batch: (raws) => ingestDeliveries(deps, raws),
     name: 'delivery-callbacks',
     maxBatch: opts.maxBatch ?? 200,
     // one at a time: later callbacks make the next batch larger, at the same round trips
@@ -57,16 +55,10 @@ export function createDeliveryBatcher(deps: IngestDeps, opts: BatchOptions = {})
 /**
  * Stores, parses, matches and records many delivery callbacks in one transaction; one result
  * per callback, in order. A body repeated within the batch, or stored before, is a duplicate.
- *
- * A row lock not granted within `lockTimeoutMs` fails the batch (Postgres's 55P03, answered
- * 503): by default the lane's own deadline, past which its callers have their 503 already, so a
- * lock held by a lost instance (until Postgres notices it is gone) does not also keep the
- * batch's connection, and every later batch for that message another one, until then.
  */
 export async function ingestDeliveries(
   deps: IngestDeps,
   raws: readonly RawCallback[],
-  lockTimeoutMs = BATCH_DEADLINE_MS,
 ): Promise<IngestResult[]> {
   const now = deps.clock.now();
   const timedSince = await keysTimedSince(deps.db);
@@ -77,12 +69,12 @@ export async function ingestDeliveries(
     return { raw, key: dedupKey('delivery', raw.body, timedSince), events, problems };
   });
   try {
-    return await storeBatch(deps, callbacks, now, lockTimeoutMs);
+    return await storeBatch(deps, callbacks, now);
   } catch (err) {
     // a key the first statement did not find was stored meanwhile by a transaction that had
     // not committed then: the batch was undone, and once more finds the duplicate
     if (!isUniqueViolation(err, 'inbox_keys_pkey')) throw err;
-    return storeBatch(deps, callbacks, now, lockTimeoutMs);
+    return storeBatch(deps, callbacks, now);
   }
 }
 
@@ -90,31 +82,26 @@ function storeBatch(
   deps: IngestDeps,
   callbacks: ParsedCallback[],
   now: Date,
-  lockTimeoutMs: number,
 ): Promise<IngestResult[]> {
-  return pipelinedTransaction(
-    deps.db,
-    async (tx, last) => {
-      const keys = [...new Set(callbacks.map((c) => c.key))];
-      const { existing, ids, locked } = await lockAndCheck(
-        tx,
-        keys,
-        callbacks.flatMap((c) => c.events),
-      );
-      const inboxIds = inboxIdsOf(callbacks, keys, existing, ids);
-      // all duplicates: nothing to look up, nothing to write
-      const fresh = inboxIds.some((id) => id !== undefined);
-      const isErased = fresh
-        ? await erasedFilter(tx, unmatchedOf(callbacks, inboxIds, locked))
-        : () => false;
-      const plan = planDeliveries(callbacks, { inboxIds, locked, isErased, now });
-      if (fresh) {
-        // a Set lookup: with no endpoint that wants them, the statement is as it always was
-        const events = subscriptionsOf(deps.db).wants('message.status');
-        await writeDeliveries(tx, last, plan, now, deps.onRecorded, events);
-      }
-      return plan.results;
-    },
-    { lockTimeoutMs },
-  );
+  return pipelinedTransaction(deps.db, async (tx, last) => {
+    const keys = [...new Set(callbacks.map((c) => c.key))];
+    const { existing, ids, locked } = await lockAndCheck(
+      tx,
+      keys,
+      callbacks.flatMap((c) => c.events),
+    );
+    const inboxIds = inboxIdsOf(callbacks, keys, existing, ids);
+    // all duplicates: nothing to look up, nothing to write
+    const fresh = inboxIds.some((id) => id !== undefined);
+    const isErased = fresh
+      ? await erasedFilter(tx, unmatchedOf(callbacks, inboxIds, locked))
+      : () => false;
+    const plan = planDeliveries(callbacks, { inboxIds, locked, isErased, now });
+    if (fresh) {
+      // a Set lookup: with no endpoint that wants them, the statement is as it always was
+      const events = subscriptionsOf(deps.db).wants('message.status');
+      await writeDeliveries(tx, last, plan, now, deps.onRecorded, events);
+    }
+    return plan.results;
+  });
 }

@@ -6,14 +6,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { eq, sql } from 'drizzle-orm';
-import { Hono } from 'hono';
 import { beforeAll, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.ts';
 import { rowsOf } from '../../src/db/client.ts';
-import { isLockNotAvailable } from '../../src/db/errors.ts';
 import { inbox, messages } from '../../src/db/schema/index.ts';
-import type { AppEnv } from '../../src/http/env.ts';
-import { onError } from '../../src/http/errors.ts';
 import { statusMapWith } from '../../src/messages/delivery-parse.ts';
 import { keysTimedSince, storeRaw } from '../../src/messages/inbox.ts';
 import type { IngestDeps } from '../../src/messages/ingest.ts';
@@ -159,69 +155,6 @@ describeEachEngine('delivery callbacks in one transaction', (ctx) => {
       expect(await answer).toMatchObject({ duplicate: true, events: 0 });
       // the event was recorded by neither: the other transaction stored only the body
       expect(await statusOf(deps.db, a.id)).toBe('queued');
-    },
-  );
-  // two connections at once: real Postgres only (PGlite runs one transaction at a time)
-  it.runIf(ctx.engine === 'postgres')(
-    onlyIf(
-      ctx.engine === 'postgres',
-      "a message's row held by a lost transaction: the batch gives up its lock wait and its connection, and the callback is stored once the row is free",
-      ONE_CONNECTION,
-    ),
-    async () => {
-      const a = await message();
-      let release!: () => void;
-      const held = new Promise<void>((r) => {
-        release = r;
-      });
-      let locked!: () => void;
-      const holding = new Promise<void>((r) => {
-        locked = r;
-      });
-      // another instance's transaction, lost with the row locked: it answers nothing more
-      let holderPid = 0;
-      const holder = deps.db.transaction(async (tx) => {
-        holderPid = rowsOf<{ pid: number }>(
-          await tx.execute(sql`select pg_backend_pid() as pid`),
-        )[0]!.pid;
-        await tx.execute(sql`select 1 from messages where id = ${a.id} for update`);
-        locked();
-        await held;
-      });
-      await holding;
-      const waiting = async () =>
-        rowsOf<{ n: number }>(
-          await deps.db.execute(
-            sql`select count(*)::int as n from pg_stat_activity
-                where ${holderPid}::int = any(pg_blocking_pids(pid))`,
-          ),
-        )[0]!.n;
-      const body = raw({ customerMessageId: a.cmid, status: 'delivered' });
-      const batcher = createDeliveryBatcher(deps, { lockTimeoutMs: 200 });
-      const answer = batcher.ingest(body).then(
-        () => 'stored',
-        (err: unknown) => err,
-      );
-      // Postgres refuses the lock (55P03, which the API answers 503) and the batch rolls back
-      const refused = await answer;
-      expect(isLockNotAvailable(refused)).toBe(true);
-      // which the API answers as the breaker's outages are, without telling the breaker
-      const api = new Hono<AppEnv>();
-      api.get('/', () => {
-        throw refused;
-      });
-      api.onError((err, c) => onError(err, c));
-      const res = await api.request('/');
-      expect(res.status).toBe(503);
-      expect(res.headers.get('retry-after')).toBe('1');
-      expect(await res.json()).toMatchObject({ error: { code: 'UNAVAILABLE' } });
-      expect(await waiting()).toBe(0); // nothing of the batch still waits on the holder
-      expect(await statusOf(deps.db, a.id)).toBe('queued');
-      release();
-      await holder;
-      // the provider's retry, once the row is free: stored, not a duplicate
-      expect(await batcher.ingest(body)).toMatchObject({ duplicate: false, matched: 1 });
-      expect(await statusOf(deps.db, a.id)).toBe('delivered');
     },
   );
 });
