@@ -2048,8 +2048,11 @@ export interface components {
         [key: string]: unknown;
       } | null;
       from: string;
-      /** @enum {string} */
-      state: 'scheduled' | 'running' | 'paused' | 'done' | 'cancelled';
+      /**
+       * @description `uploading` while a CSV upload is being stored: its recipients so far, never started; `scheduled` once all of them are in
+       * @enum {string}
+       */
+      state: 'uploading' | 'scheduled' | 'running' | 'paused' | 'done' | 'cancelled';
       startAt: string;
       perMinute: number;
       maxConcurrent: number | null;
@@ -2195,8 +2198,11 @@ export interface components {
         [key: string]: unknown;
       } | null;
       from: string;
-      /** @enum {string} */
-      state: 'scheduled' | 'running' | 'paused' | 'done' | 'cancelled';
+      /**
+       * @description `uploading` while a CSV upload is being stored: its recipients so far, never started; `scheduled` once all of them are in
+       * @enum {string}
+       */
+      state: 'uploading' | 'scheduled' | 'running' | 'paused' | 'done' | 'cancelled';
       startAt: string;
       perMinute: number;
       maxConcurrent: number | null;
@@ -5102,7 +5108,7 @@ export interface operations {
   listCampaigns: {
     parameters: {
       query?: {
-        state?: 'scheduled' | 'running' | 'paused' | 'done' | 'cancelled';
+        state?: 'uploading' | 'scheduled' | 'running' | 'paused' | 'done' | 'cancelled';
         limit?: number;
         cursor?: string;
       };

@@ -3,7 +3,8 @@
  * recipient (the number; for a flow the language and the vars against its params; for a
  * message the template filled with the row's vars, checked as `POST /v1/messages` checks a
  * message), a bad row reported by its row and field while the good ones go, a number listed
- * twice kept once, and everything stored in one transaction. Nothing is prepared per call
+ * twice kept once. A JSON campaign is stored in one transaction; a CSV one in several, as
+ * `uploading` until all of it is in (src/campaigns/uploads.ts). Nothing is prepared per call
  * here: a recipient costs a row, and its call or message is built when the scheduler releases
  * it (src/campaigns/scheduler.ts).
  */
@@ -11,7 +12,7 @@
 import { once } from 'node:events';
 import { createReadStream } from 'node:fs';
 import { parse as parseCsv } from 'csv-parse';
-import { eq } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import type { FlowRegistry } from '../calls/registry.ts';
 import { startableFlow } from '../calls/start-prepare.ts';
 import type { Clock } from '../clock.ts';
@@ -26,8 +27,14 @@ import { checkMessageInput } from '../messages/submit.ts';
 import { isE164 } from '../provider/message.ts';
 import { issuesToDetails } from '../zod-issues.ts';
 import { campaignMessage, startingPace } from './scheduler.ts';
-import { CampaignRecipientInput, type CreateCampaignRequest, NO_RETRY } from './schemas.ts';
+import {
+  CampaignRecipientInput,
+  type CampaignState,
+  type CreateCampaignRequest,
+  NO_RETRY,
+} from './schemas.ts';
 import { withSpooledUpload } from './spool.ts';
+import { deleteUpload, UPLOAD_ROWS_PER_TRANSACTION } from './uploads.ts';
 import type { CallingWindow } from './windows.ts';
 
 export interface CampaignDeps {
@@ -316,7 +323,7 @@ export async function createCampaign(
   const now = deps.clock.now();
   const id = uuidv7(now.getTime());
   await deps.db.transaction(async (tx) => {
-    const startAt = await insertCampaign(tx, id, target, input, rows.length, now);
+    const startAt = await insertCampaign(tx, id, target, input, rows.length, now, 'scheduled');
     for (let i = 0; i < rows.length; i += 1000) {
       await insertRecipients(tx, id, rows.slice(i, i + 1000), startAt, now);
     }
@@ -333,6 +340,7 @@ async function insertCampaign(
   input: CampaignSettings,
   recipients: number,
   now: Date,
+  state: Extract<CampaignState, 'scheduled' | 'uploading'>,
 ): Promise<Date> {
   const startAt = input.startAt ? new Date(input.startAt) : now;
   await tx.insert(campaigns).values({
@@ -342,7 +350,7 @@ async function insertCampaign(
     message: target.kind === 'message' ? target.template : null,
     from: input.from,
     lang: input.lang ?? null,
-    state: 'scheduled',
+    state,
     startAt,
     perMinute: input.perMinute ?? 60,
     maxConcurrent: input.maxConcurrent ?? null,
@@ -399,28 +407,37 @@ const CSV_CHUNK = 1000;
  * read), the body then read whole to a temporary file (src/campaigns/spool.ts: a slow upload
  * holds no database connection), and the recipients streamed from that file (a header row:
  * `to`, optional `lang`, every other column a var, `vars.` prefix allowed), checked and stored
- * a thousand at a time in one transaction, so a file of a million rows is never held in
- * memory. Cells are read by their param's type (`readTextVars`), as `switchboard call --file`
- * reads them; a number listed twice is kept once (the unique index decides, so no set of
- * numbers grows in memory).
+ * `UPLOAD_ROWS_PER_TRANSACTION` a transaction (src/campaigns/uploads.ts), so a file of a
+ * million rows is never held in memory, nor the database for all of it. Cells are read by
+ * their param's type (`readTextVars`), as `switchboard call --file` reads them; a number listed
+ * twice is kept once (the unique index decides, so no set of numbers grows in memory).
+ * `signal` aborted (the client gone, the server stopping) stops the upload at its next
+ * transaction, undone.
  */
 export async function createCampaignFromCsv(
   deps: CampaignDeps,
   input: CampaignSettings,
   body: AsyncIterable<Uint8Array>,
+  signal?: AbortSignal,
 ): Promise<CreateOutcome & { rejectedCount: number }> {
   const target = await campaignTarget(deps, input, 'query.');
   return withSpooledUpload(body, (file) =>
-    storeCsvCampaign(deps, input, target, createReadStream(file)),
+    storeCsvCampaign(deps, input, target, createReadStream(file), signal),
   );
 }
 
-/** The campaign and its recipients from `body` (all of it at hand), in one transaction. */
+/**
+ * The campaign and its recipients from `body` (all of it at hand): the campaign `uploading`,
+ * its recipients a batch a transaction, then `scheduled`. A failure after the campaign's row
+ * is in deletes it with its recipients (best effort: else the sweep does), so a retry stores
+ * the campaign once.
+ */
 async function storeCsvCampaign(
   deps: CampaignDeps,
   input: CampaignSettings,
   target: CampaignTarget,
   body: AsyncIterable<Uint8Array>,
+  signal: AbortSignal | undefined,
 ): Promise<CreateOutcome & { rejectedCount: number }> {
   const now = deps.clock.now();
   const id = uuidv7(now.getTime());
@@ -432,8 +449,13 @@ async function storeCsvCampaign(
     rejectedCount++;
     if (rejected.length < REJECTED_LISTED) rejected.push(problem);
   };
-  await deps.db.transaction(async (tx) => {
-    const startAt = await insertCampaign(tx, id, target, input, 0, now);
+  const startAt = await deps.db.transaction((tx) =>
+    insertCampaign(tx, id, target, input, 0, now, 'uploading'),
+  );
+  const upload = { id, touched: now };
+  // ends the feed when the rows are no longer read (a failed batch): the file is closed
+  const fed = new AbortController();
+  try {
     const parser = parseCsv({
       columns: (header: string[]) => header.map((h) => h.trim().replace(/^vars\./, '')),
       skip_empty_lines: true,
@@ -454,7 +476,7 @@ async function storeCsvCampaign(
     const feed = (async () => {
       try {
         for await (const chunk of body) {
-          if (!parser.write(chunk)) await once(parser, 'drain');
+          if (!parser.write(chunk)) await once(parser, 'drain', { signal: fed.signal });
         }
         parser.end();
       } catch (err) {
@@ -481,17 +503,69 @@ async function storeCsvCampaign(
         checked++;
         batch.push(r.ok);
       }
-      if (batch.length >= CSV_CHUNK) {
-        accepted += await insertRecipients(tx, id, batch, startAt, now);
+      if (batch.length >= UPLOAD_ROWS_PER_TRANSACTION) {
+        // the file waits meanwhile: the parser is not read
+        accepted = await storeUploadBatch(deps, upload, batch, startAt, accepted, signal);
         batch = [];
       }
     }
     await feed;
-    accepted += await insertRecipients(tx, id, batch, startAt, now);
-    await tx.update(campaigns).set({ recipients: accepted }).where(eq(campaigns.id, id));
-  });
+    // the last batch, and the campaign whole: runnable from this commit
+    accepted = await storeUploadBatch(deps, upload, batch, startAt, accepted, signal, 'scheduled');
+  } catch (err) {
+    // best effort: what is left stays `uploading`, never started, and the sweep deletes it
+    await deleteUpload(deps.db, id).catch(() => {});
+    throw err;
+  } finally {
+    fed.abort();
+  }
   // a good row not stored had a number listed before it
   return { id, accepted, duplicates: checked - accepted, rejected, rejectedCount };
+}
+
+/**
+ * One transaction of an upload: `rows` stored, and its campaign's count of recipients and
+ * `updated_at` written (its state too, when given) on condition that the campaign is as the
+ * upload last left it (src/campaigns/uploads.ts). Answers the recipients stored so far.
+ */
+async function storeUploadBatch(
+  deps: CampaignDeps,
+  upload: { id: string; touched: Date },
+  rows: readonly CheckedRecipient[],
+  startAt: Date,
+  before: number,
+  signal: AbortSignal | undefined,
+  state?: 'scheduled',
+): Promise<number> {
+  if (signal?.aborted) {
+    throw new AppError(
+      'UNAVAILABLE',
+      'the upload was not stored: its request ended first (the client left, or the server is stopping)',
+    );
+  }
+  const now = deps.clock.now();
+  const stored = await deps.db.transaction(async (tx) => {
+    let n = before;
+    for (let i = 0; i < rows.length; i += CSV_CHUNK) {
+      n += await insertRecipients(tx, upload.id, rows.slice(i, i + CSV_CHUNK), startAt, now);
+    }
+    const [held] = await tx
+      .update(campaigns)
+      .set({ recipients: n, updatedAt: now, ...(state && { state }) })
+      .where(
+        and(
+          eq(campaigns.id, upload.id),
+          eq(campaigns.state, 'uploading'),
+          eq(campaigns.updatedAt, upload.touched),
+        ),
+      )
+      .returning({ id: campaigns.id });
+    // taken by the stale-upload sweep (or deleted): this transaction's rows go with it
+    if (!held) throw new Error(`campaign ${upload.id} was deleted while it was being stored`);
+    return n;
+  });
+  upload.touched = now;
+  return stored;
 }
 
 /**

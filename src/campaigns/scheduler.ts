@@ -16,6 +16,9 @@
  *    messages) in the same transaction that marks them `calling` (`sending`) and writes their
  *    attempt.
  * 4. **Finish** running campaigns with nothing left open.
+ *
+ * A campaign `uploading` (a CSV upload being stored: src/campaigns/uploads.ts) is none of
+ * these: each round deletes those whose process died mid-upload, and starts none.
  */
 import { and, eq, inArray, type SQL, sql } from 'drizzle-orm';
 import { DateTime } from 'luxon';
@@ -43,6 +46,7 @@ import { compactCounts } from './counts.ts';
 import { localDateOf, takeContacts } from './limits.ts';
 import { progressOf } from './read.ts';
 import { IN_FLIGHT_STATES, OPEN_RECIPIENT_STATES } from './schemas.ts';
+import { sweepStaleUploads } from './uploads.ts';
 import { type CallingWindow, type HolidayCalendar, nextAllowed } from './windows.ts';
 import { countryOf, zonesOf } from './zones.ts';
 
@@ -74,6 +78,7 @@ function inList(values: readonly string[]): SQL {
 
 /** One round; true when it did something (the loop then runs again at once). */
 export async function runCampaigns(deps: SchedulerDeps): Promise<boolean> {
+  const swept = await sweepStaleUploads(deps);
   const started = await startDue(deps);
   const settled = await settleEnded(deps);
   let released = 0;
@@ -86,7 +91,7 @@ export async function runCampaigns(deps: SchedulerDeps): Promise<boolean> {
     running.map((c) => c.id),
   );
   const finished = await finishDone(deps);
-  return started + settled + released + finished > 0;
+  return swept + started + settled + released + finished > 0;
 }
 
 async function startDue(deps: SchedulerDeps): Promise<number> {
@@ -765,7 +770,10 @@ async function campaignsDone(
   );
 }
 
-/** Pause, resume or cancel: the states each may come from, and what it does to recipients. */
+/**
+ * Pause, resume or cancel: the states each may come from, and what it does to recipients. An
+ * `uploading` campaign refuses all three: its upload is still storing it.
+ */
 export async function changeCampaignState(
   deps: Pick<SchedulerDeps, 'db' | 'clock'>,
   id: string,
@@ -790,7 +798,7 @@ export async function changeCampaignState(
           ? from === 'paused'
             ? 'running'
             : undefined
-          : from === 'done' || from === 'cancelled'
+          : from === 'done' || from === 'cancelled' || from === 'uploading'
             ? undefined
             : 'cancelled';
     if (to === undefined) return { refused: from };

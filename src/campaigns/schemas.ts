@@ -8,7 +8,15 @@ import { ErrorDetailView } from '../messages/views.ts';
 import { IsoDateTime } from '../provider/message.ts';
 import { CallingWindowSchema } from './windows.ts';
 
-export const CAMPAIGN_STATES = ['scheduled', 'running', 'paused', 'done', 'cancelled'] as const;
+/** `uploading`: a CSV upload still being stored, never started (src/campaigns/uploads.ts). */
+export const CAMPAIGN_STATES = [
+  'uploading',
+  'scheduled',
+  'running',
+  'paused',
+  'done',
+  'cancelled',
+] as const;
 export type CampaignState = (typeof CAMPAIGN_STATES)[number];
 
 export const RECIPIENT_STATES = [
@@ -115,7 +123,10 @@ export const CampaignView = z
       .nullable()
       .meta({ description: "a message campaign's template" }),
     from: z.string(),
-    state: z.enum(CAMPAIGN_STATES),
+    state: z.enum(CAMPAIGN_STATES).meta({
+      description:
+        '`uploading` while a CSV upload is being stored: its recipients so far, never started; `scheduled` once all of them are in',
+    }),
     startAt: z.string(),
     perMinute: z.number().int(),
     maxConcurrent: z.number().int().nullable(),

@@ -1,9 +1,10 @@
 /**
  * An upload read whole to a temporary file before anything is stored from it: a client that
  * sends its body slowly (or stalls) then holds a socket and a file, never a database
- * connection or an open transaction (a CSV campaign's rows go in one transaction, which lasts
- * as long as the inserts, not as long as the upload). The file is in a private directory
- * (mode 0700, made by `mkdtemp`) under `os.tmpdir()` (TMPDIR), removed whatever happens.
+ * connection or an open transaction (a CSV campaign's rows go in transactions that last as
+ * long as their inserts, not as long as the upload: src/campaigns/uploads.ts). The file is in
+ * a private directory (mode 0700, made by `mkdtemp`) under `os.tmpdir()` (TMPDIR), removed
+ * whatever happens.
  *
  * @example
  * const made = await withSpooledUpload(body, (file) => store(createReadStream(file)));

@@ -315,7 +315,13 @@ export function campaignRoutes(deps: CampaignDeps & { readDb?: Db }) {
     if (!body) {
       throw validationError([{ path: 'body', code: 'REQUIRED', message: 'the CSV is missing' }]);
     }
-    const made = await createCampaignFromCsv(deps, settings, countedBody(body, CAMPAIGN_CSV_BODY));
+    // the request's end (the client gone, or its connection closed at shutdown) stops the upload
+    const made = await createCampaignFromCsv(
+      deps,
+      settings,
+      countedBody(body, CAMPAIGN_CSV_BODY),
+      c.req.raw.signal,
+    );
     c.set('audit', {
       created: { campaigns: auditItems([made.id]) },
       ...(made.rejectedCount > 0 && { rejected: { recipients: made.rejectedCount } }),
