@@ -324,9 +324,7 @@ export async function createCampaign(
   const id = uuidv7(now.getTime());
   await deps.db.transaction(async (tx) => {
     const startAt = await insertCampaign(tx, id, target, input, rows.length, now, 'scheduled');
-    for (let i = 0; i < rows.length; i += 1000) {
-      await insertRecipients(tx, id, rows.slice(i, i + 1000), startAt, now);
-    }
+    await insertRecipients(tx, id, rows, startAt, now);
   });
   return { id, accepted: rows.length, duplicates, rejected };
 }
@@ -367,7 +365,13 @@ async function insertCampaign(
   return startAt;
 }
 
-/** Stores recipients; a number the campaign has already is kept once. Answers how many were new. */
+/** Recipients inserted per statement. */
+const RECIPIENTS_PER_INSERT = 1000;
+
+/**
+ * Stores recipients, `RECIPIENTS_PER_INSERT` a statement; a number the campaign has already is
+ * kept once. Answers how many were new.
+ */
 async function insertRecipients(
   tx: Tx,
   id: string,
@@ -375,7 +379,20 @@ async function insertRecipients(
   startAt: Date,
   now: Date,
 ): Promise<number> {
-  if (rows.length === 0) return 0;
+  let stored = 0;
+  for (let i = 0; i < rows.length; i += RECIPIENTS_PER_INSERT) {
+    stored += await insertChunk(tx, id, rows.slice(i, i + RECIPIENTS_PER_INSERT), startAt, now);
+  }
+  return stored;
+}
+
+async function insertChunk(
+  tx: Tx,
+  id: string,
+  rows: readonly CheckedRecipient[],
+  startAt: Date,
+  now: Date,
+): Promise<number> {
   const stored = await tx
     .insert(campaignRecipients)
     .values(
@@ -398,9 +415,6 @@ async function insertRecipients(
 /** Rows refused are listed up to this many (the rest counted): a bad file of a million lines
  * is answered in a page, not in a million details. */
 export const REJECTED_LISTED = 1000;
-
-/** Recipients inserted per statement while a CSV streams in. */
-const CSV_CHUNK = 1000;
 
 /**
  * POST /v1/campaigns with a CSV body: the settings from the query (checked before the body is
@@ -545,10 +559,7 @@ async function storeUploadBatch(
   }
   const now = deps.clock.now();
   const stored = await deps.db.transaction(async (tx) => {
-    let n = before;
-    for (let i = 0; i < rows.length; i += CSV_CHUNK) {
-      n += await insertRecipients(tx, upload.id, rows.slice(i, i + CSV_CHUNK), startAt, now);
-    }
+    const n = before + (await insertRecipients(tx, upload.id, rows, startAt, now));
     const [held] = await tx
       .update(campaigns)
       .set({ recipients: n, updatedAt: now, ...(state && { state }) })

@@ -43,7 +43,7 @@ export function sessionCookie(c: Context): string | undefined {
   return getCookie(c, SESSION_COOKIE);
 }
 
-/** Whether the request carries one of `tokens` as a bearer token, or a live session cookie. */
+/** Whether the request carries a bearer token `matches` accepts, or a live session cookie. */
 async function isSignedIn(
   c: Context,
   matches: (token: string | undefined) => boolean,
