@@ -27,6 +27,13 @@
  *    before its close is handled; a waiting `reserve()` stays queued until a connection is
  *    ready for it, and settles once. test/faults/pool-release.test.ts fails in four ways
  *    without it.
+ *
+ * 3. query.js, a cancel nobody can wait for: `query.cancel()` starts the cancel request and
+ *    returns null, dropping the promise that settles once Postgres has taken the request (its
+ *    connection closed); a failure of it was an unhandled rejection. Fixed: `cancel()` returns
+ *    that promise. pipelinedTransaction (src/db/client.ts) waits for it before the connection
+ *    can serve anyone else, so a late cancel cannot stop the next user's statement.
+ *    test/faults/ingest-batch.test.ts ("a batch waiting past its deadline") needs it.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -35,6 +42,7 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const MARK = '(switchboard: closed-socket fix)';
 const POOL_MARK = '(switchboard: released-dead-connection fix)';
+const CANCEL_MARK = '(switchboard: cancel-promise fix)';
 
 const connectionEdits = [
   {
@@ -186,10 +194,23 @@ const poolConnectionEdits = [
   },
 ];
 
+const cancelEdits = [
+  {
+    find: '  cancel() {\n    return this.canceller && (this.canceller(this), this.canceller = null)\n  }',
+    replace: `  cancel() {
+    // ${CANCEL_MARK} the promise settled once the request was delivered, not dropped
+    const canceller = this.canceller
+    this.canceller = null
+    return canceller ? canceller(this) : null
+  }`,
+  },
+];
+
 // each fix whole or not at all, per copy: half of fix 2 would call what the other half adds
 const fixes = [
   { mark: MARK, edits: { 'connection.js': connectionEdits } },
   { mark: POOL_MARK, edits: { 'connection.js': poolConnectionEdits, 'index.js': poolEdits } },
+  { mark: CANCEL_MARK, edits: { 'query.js': cancelEdits } },
 ];
 for (const copy of ['src', 'cjs/src', 'cf/src']) {
   for (const { mark, edits } of fixes) {

@@ -4,7 +4,7 @@
  * calls, decides each key into one plan and writes that plan in one statement.
  */
 import { sql } from 'drizzle-orm';
-import { idList } from '../db/client.ts';
+import { idList, pipelinedTransaction } from '../db/client.ts';
 import { groupCommit } from '../db/group-commit.ts';
 import { deleteBodies } from '../db/inbox-refs.ts';
 import { AppError } from '../errors.ts';
@@ -36,53 +36,60 @@ export interface WebhookResult {
 async function ingestVerified(
   deps: EventDeps,
   items: Verified[],
+  signal: AbortSignal,
 ): Promise<{ answers: (WebhookResult | AppError)[]; queued: number }> {
   const plan = createCallPlan(deps.clock.now());
   let queued = 0;
   const timedSince = await keysTimedSince(deps.db);
-  const answers = await deps.db.transaction(async (tx) => {
-    // the raw bodies, first copy of each key only, in key order (the lock order)
-    const keys = items.map((i) => dedupKey('speechcall', i.raw.body, timedSince));
-    const firsts = new Map<string, Verified>();
-    for (const [n, item] of items.entries()) if (!firsts.has(keys[n]!)) firsts.set(keys[n]!, item);
-    // both statements sent at once: the held webhooks are read after the locks are taken
-    const [{ inserted, calls }, held] = await Promise.all([
-      storeAndLock(tx, firsts, plan.now),
-      readHeld(tx, [...new Set([...firsts.values()].map((i) => i.callId))]),
-    ]);
-    const inboxIds = new Map(inserted.map((r) => [firsts.get(r.key)!, Number(r.id)]));
-    const locked = await lockedCalls(tx, calls, held);
-    const forget: number[] = [];
-    const answers: (WebhookResult | AppError)[] = [];
-    for (const item of items) {
-      const { callId, node, key } = item;
-      const inboxId = inboxIds.get(item);
-      if (inboxId === undefined) {
-        answers.push({ duplicate: true, callId, node, key });
-        continue;
+  // BEGIN travels with the first statements; the deadline (group-commit.ts) cancels a wait
+  const answers = await pipelinedTransaction(
+    deps.db,
+    async (tx) => {
+      // the raw bodies, first copy of each key only, in key order (the lock order)
+      const keys = items.map((i) => dedupKey('speechcall', i.raw.body, timedSince));
+      const firsts = new Map<string, Verified>();
+      for (const [n, item] of items.entries())
+        if (!firsts.has(keys[n]!)) firsts.set(keys[n]!, item);
+      // both statements sent at once: the held webhooks are read after the locks are taken
+      const [{ inserted, calls }, held] = await Promise.all([
+        storeAndLock(tx, firsts, plan.now),
+        readHeld(tx, [...new Set([...firsts.values()].map((i) => i.callId))]),
+      ]);
+      const inboxIds = new Map(inserted.map((r) => [firsts.get(r.key)!, Number(r.id)]));
+      const locked = await lockedCalls(tx, calls, held);
+      const forget: number[] = [];
+      const answers: (WebhookResult | AppError)[] = [];
+      for (const item of items) {
+        const { callId, node, key } = item;
+        const inboxId = inboxIds.get(item);
+        if (inboxId === undefined) {
+          answers.push({ duplicate: true, callId, node, key });
+          continue;
+        }
+        const call = locked.get(callId);
+        // a signed token for a call that is gone (erased): acknowledged, and nothing of it kept
+        if (!call) {
+          forget.push(inboxId);
+          answers.push({ duplicate: false, result: 'unknown-call', callId, node, key });
+          continue;
+        }
+        if (!sameCall(item.body, call.row.to, call.providerMessageId ?? null)) {
+          // a valid token replayed inside another call's webhook: refused, nothing of it kept
+          forget.push(inboxId);
+          answers.push(foreignToken());
+          continue;
+        }
+        const result = applyKey(deps, plan, call, { node, key, inboxId });
+        answers.push({ duplicate: false, result, callId, node, key });
       }
-      const call = locked.get(callId);
-      // a signed token for a call that is gone (erased): acknowledged, and nothing of it kept
-      if (!call) {
-        forget.push(inboxId);
-        answers.push({ duplicate: false, result: 'unknown-call', callId, node, key });
-        continue;
-      }
-      if (!sameCall(item.body, call.row.to, call.providerMessageId ?? null)) {
-        // a valid token replayed inside another call's webhook: refused, nothing of it kept
-        forget.push(inboxId);
-        answers.push(foreignToken());
-        continue;
-      }
-      const result = applyKey(deps, plan, call, { node, key, inboxId });
-      answers.push({ duplicate: false, result, callId, node, key });
-    }
-    // stored a moment ago: the bodies and their keys, as if they never came
-    if (forget.length > 0)
-      await deleteBodies(tx, (id) => sql`${id} in ${idList(forget, 'bigint')}`, [plan.now]);
-    queued = await writePlan(tx, plan, subscriptionsOf(deps.db));
-    return answers;
-  });
+      // stored a moment ago: the bodies and their keys, as if they never came
+      if (forget.length > 0)
+        await deleteBodies(tx, (id) => sql`${id} in ${idList(forget, 'bigint')}`, [plan.now]);
+      queued = await writePlan(tx, plan, subscriptionsOf(deps.db));
+      return answers;
+    },
+    signal,
+  );
   return { answers, queued };
 }
 
@@ -103,8 +110,8 @@ async function ingestVerified(
  * const result = await webhooks.ingest({ contentType: 'application/json', body }); // after commit
  */
 export function createSpeechWebhooks(deps: EventDeps, maxBatch = 100, concurrency = 1) {
-  const ingestAll = async (items: Verified[]) => {
-    const { answers, queued } = await ingestVerified(deps, items);
+  const ingestAll = async (items: Verified[], signal: AbortSignal) => {
+    const { answers, queued } = await ingestVerified(deps, items, signal);
     if (queued > 0) deps.onQueued?.();
     return answers;
   };

@@ -453,6 +453,16 @@ export async function executePrepared<T>(db: Db | Tx, query: SQL): Promise<T[]> 
 /** Runs a transaction's final statement with COMMIT right behind it (see pipelinedTransaction). */
 export type RunLast = <T>(query: SQL) => Promise<T[]>;
 
+/**
+ * A postgres.js query as pipelinedTransaction's deadline sees it (fields its typings hide):
+ * `active` while the connection runs it; `cancel()` sends Postgres a cancel request for it and
+ * returns a promise settled once Postgres took it (scripts/patch-postgres-js.mjs, fix 3).
+ */
+interface CancellableQuery {
+  active?: boolean;
+  cancel(): Promise<void> | null;
+}
+
 /** What pipelinedTransaction reads of drizzle's postgres.js session (fields its typings hide). */
 interface PostgresJsInternals {
   client: postgres.Sql;
@@ -477,6 +487,14 @@ interface PostgresJsInternals {
  * On PGlite (no network between the two) this is `db.transaction`, and `last` a statement
  * like any other.
  *
+ * `signal` (Postgres only; group commit's deadline) stops the transaction where it is: the
+ * statement Postgres runs is cancelled (a wait on a row lock that a lost instance holds ends
+ * now, not when Postgres notices the loss), `last` refuses to send, and the connection goes
+ * back to the pool only after the cancel was delivered and a ROLLBACK answered behind it. A
+ * cancel request names the backend, not the statement, so one that arrived late would stop
+ * the connection's next user's statement; waiting for it first means it stops ours, or
+ * reaches an idle backend, which ignores it.
+ *
  * @example
  * const rows = await pipelinedTransaction(db, async (tx, last) => {
  *   const locked = await tx.execute(sql`select ... for update`); // BEGIN travels with it
@@ -486,6 +504,7 @@ interface PostgresJsInternals {
 export async function pipelinedTransaction<T>(
   db: Db,
   fn: (tx: Tx, last: RunLast) => Promise<T>,
+  signal?: AbortSignal,
 ): Promise<T> {
   const base = db._.session;
   if (!(base instanceof PostgresJsSession)) {
@@ -493,11 +512,36 @@ export async function pipelinedTransaction<T>(
   }
   const { client, dialect: d, schema: relations, options } = base as unknown as PostgresJsInternals;
   const conn = await client.reserve();
+  // every query of the transaction, drizzle's included, for the deadline to find the one
+  // running (postgres.js marks it `active`); with no signal, the connection as it is
+  const issued: CancellableQuery[] = [];
+  const run: postgres.ReservedSql = signal
+    ? new Proxy(conn, {
+        get(target, prop, receiver) {
+          if (prop !== 'unsafe') return Reflect.get(target, prop, receiver);
+          return (...args: Parameters<postgres.Sql['unsafe']>) => {
+            signal.throwIfAborted();
+            const query = target.unsafe(...args);
+            issued.push(query as unknown as CancellableQuery);
+            return query;
+          };
+        },
+      })
+    : conn;
   // postgres.js sends each query a microtask after `execute()` (or `await`) in call order, and
   // a connection's queries in the order they were sent: BEGIN goes first, before anything fn
   // runs, and in the same write as fn's first statement
-  const begun = conn.unsafe('begin').execute();
+  const begun = run.unsafe('begin').execute();
   begun.catch(() => {}); // its failure fails fn's first statement too; awaited below
+  // the deadline: cancel the statement Postgres runs now (the connection's active query), and
+  // send nothing more; `cancelled` settles once Postgres has taken the request
+  let cancelled: Promise<void> | undefined;
+  const stop = () => {
+    const running = issued.filter((q) => q.active === true);
+    cancelled = Promise.all(running.map((q) => q.cancel()?.catch(() => {}))).then(() => {});
+  };
+  if (signal?.aborted) stop();
+  else signal?.addEventListener('abort', stop, { once: true });
   let ended = false;
   const last: RunLast = async <R>(query: SQL) => {
     if (ended) throw new Error('pipelinedTransaction: last() ran twice');
@@ -505,8 +549,8 @@ export async function pipelinedTransaction<T>(
     const q = d.sqlToQuery(query);
     // both handed to the connection now, in this order; not through drizzle, whose promise
     // chain would hand its query over later than COMMIT
-    const statement = conn.unsafe(q.sql, q.params as never[], { prepare: true }).execute();
-    const commit = conn.unsafe('commit').execute();
+    const statement = run.unsafe(q.sql, q.params as never[], { prepare: true }).execute();
+    const commit = run.unsafe('commit').execute();
     const [rows, committed] = await Promise.allSettled([statement, commit]);
     if (rows.status === 'rejected') {
       // Postgres refused it, and COMMIT became a rollback: its error is the one that matters.
@@ -523,7 +567,7 @@ export async function pipelinedTransaction<T>(
     return rows.value as unknown as R[];
   };
   try {
-    const session = new PostgresJsSession(conn as never, d, relations as never, options as never);
+    const session = new PostgresJsSession(run as never, d, relations as never, options as never);
     const tx = new PostgresJsTransaction(d, session, relations as never) as unknown as Tx;
     let result: T;
     try {
@@ -536,9 +580,15 @@ export async function pipelinedTransaction<T>(
       }
       throw err;
     }
-    if (!ended) await conn.unsafe('commit');
+    if (!ended) await run.unsafe('commit');
     return result;
   } finally {
+    signal?.removeEventListener('abort', stop);
+    if (cancelled) {
+      await cancelled;
+      // whatever the cancel hit (COMMIT included), nothing of the transaction stays open
+      await conn.unsafe('rollback').catch(() => {});
+    }
     conn.release();
   }
 }

@@ -40,15 +40,25 @@ function* causes(err: unknown): Generator<Record<string, unknown>> {
 /**
  * `work`, or after `ms` the error "`what` did not answer within `ms` ms", which
  * `isDatabaseUnavailable` knows. A late end of `work` is ignored: its result goes nowhere, its
- * error is not unhandled.
+ * error is not unhandled. With `expire`, the deadline also aborts it (with the same error), so
+ * that work that can stop (a statement on Postgres: pipelinedTransaction) stops.
  *
  * @example
  * await withTimeout(sql`select 1`, 2000, 'the replica');
  */
-export function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+export function withTimeout<T>(
+  work: Promise<T>,
+  ms: number,
+  what: string,
+  expire?: AbortController,
+): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+    timer = setTimeout(() => {
+      const err = new Error(`${what} did not answer within ${ms} ms`);
+      reject(err);
+      expire?.abort(err);
+    }, ms);
   });
   return Promise.race([work, expired]).finally(() => clearTimeout(timer));
 }

@@ -8,7 +8,10 @@
  * transaction (a batch of one), so one poisonous item cannot take its neighbours down with it.
  *
  * Each transaction has a deadline (BATCH_DEADLINE_MS): one that has not ended by then fails its
- * callers as "database unavailable" (503) and frees its place in the lane.
+ * callers as "database unavailable" (503), frees its place in the lane, and has its signal
+ * aborted, so that a transaction that can stop does (on Postgres pipelinedTransaction cancels
+ * its running statement: a batch waiting on a row lock that a lost instance holds gives its
+ * connection back instead of waiting until Postgres notices the loss).
  *
  * @example
  * const submit = groupCommit({ batch: ingestMany, maxBatch: 200, concurrency: 1 });
@@ -39,16 +42,21 @@ import { isDatabaseUnavailable, withTimeout } from './errors.ts';
 export const BATCH_DEADLINE_MS = CONNECT_TIMEOUT_S * 1000 + 2000;
 
 export interface GroupCommitOptions<T, R> {
-  /** stores and applies every item in one transaction; one result per item, in order */
-  batch(items: T[]): Promise<R[]>;
+  /**
+   * stores and applies every item in one transaction; one result per item, in order.
+   * `signal` aborts at the deadline, when the callers have been answered already
+   */
+  batch(items: T[], signal: AbortSignal): Promise<R[]>;
   /** one item in a transaction of its own (after its batch failed); by default a batch of one */
-  single?(item: T): Promise<R>;
+  single?(item: T, signal: AbortSignal): Promise<R>;
   /** most items in one transaction */
   maxBatch: number;
   /** transactions in flight at once */
   concurrency: number;
   /** names the transaction's span (`db.transaction <name>`) when tracing is on */
   name?: string;
+  /** each transaction's deadline; BATCH_DEADLINE_MS unless a test needs a shorter one */
+  deadlineMs?: number;
 }
 
 interface Waiting<T, R> {
@@ -68,9 +76,18 @@ export function groupCommit<T, R>(opts: GroupCommitOptions<T, R>): (item: T) => 
   let running = 0;
   const name = opts.name ?? 'group-commit';
   const spanName = `db.transaction ${name}`;
-  const one = opts.single ?? (async (item: T) => (await opts.batch([item]))[0]!);
-  const single = (item: T) =>
-    withTimeout(one(item), BATCH_DEADLINE_MS, `the database (${name}, one item alone)`);
+  const deadlineMs = opts.deadlineMs ?? BATCH_DEADLINE_MS;
+  const one =
+    opts.single ?? (async (item: T, signal: AbortSignal) => (await opts.batch([item], signal))[0]!);
+  const single = (item: T) => {
+    const expire = new AbortController();
+    return withTimeout(
+      one(item, expire.signal),
+      deadlineMs,
+      `the database (${name}, one item alone)`,
+      expire,
+    );
+  };
 
   function links(batch: Waiting<T, R>[]): Link[] {
     const out: Link[] = [];
@@ -82,12 +99,15 @@ export function groupCommit<T, R>(opts: GroupCommitOptions<T, R>): (item: T) => 
     try {
       const items = batch.map((w) => w.item);
       // the deadline settles this at most once: waiters are answered once, the lane freed once
-      const transaction = () =>
-        withTimeout(
-          opts.batch(items),
-          BATCH_DEADLINE_MS,
+      const transaction = () => {
+        const expire = new AbortController();
+        return withTimeout(
+          opts.batch(items, expire.signal),
+          deadlineMs,
           `the database (${name}, a batch of ${items.length})`,
+          expire,
         );
+      };
       const results = tracingEnabled()
         ? await inSpan(
             spanName,

@@ -38,16 +38,19 @@ export interface BatchOptions {
   maxBatch?: number;
   /** transactions in flight at once */
   concurrency?: number;
+  /** each transaction's deadline (group-commit.ts BATCH_DEADLINE_MS unless a test sets it) */
+  deadlineMs?: number;
 }
 
 export function createDeliveryBatcher(deps: IngestDeps, opts: BatchOptions = {}): DeliveryBatcher {
   const ingest = groupCommit<RawCallback, IngestResult>({
-    batch: (raws) => ingestDeliveries(deps, raws),
+    batch: (raws, signal) => ingestDeliveries(deps, raws, signal),
     name: 'delivery-callbacks',
     maxBatch: opts.maxBatch ?? 200,
     // one at a time: later callbacks make the next batch larger, at the same round trips
     // (docs/performance.md, "Write path notes")
     concurrency: opts.concurrency ?? 1,
+    deadlineMs: opts.deadlineMs,
   });
   return { ingest };
 }
@@ -59,6 +62,7 @@ export function createDeliveryBatcher(deps: IngestDeps, opts: BatchOptions = {})
 export async function ingestDeliveries(
   deps: IngestDeps,
   raws: readonly RawCallback[],
+  signal?: AbortSignal,
 ): Promise<IngestResult[]> {
   const now = deps.clock.now();
   const timedSince = await keysTimedSince(deps.db);
@@ -69,12 +73,12 @@ export async function ingestDeliveries(
     return { raw, key: dedupKey('delivery', raw.body, timedSince), events, problems };
   });
   try {
-    return await storeBatch(deps, callbacks, now);
+    return await storeBatch(deps, callbacks, now, signal);
   } catch (err) {
     // a key the first statement did not find was stored meanwhile by a transaction that had
     // not committed then: the batch was undone, and once more finds the duplicate
     if (!isUniqueViolation(err, 'inbox_keys_pkey')) throw err;
-    return storeBatch(deps, callbacks, now);
+    return storeBatch(deps, callbacks, now, signal);
   }
 }
 
@@ -82,26 +86,31 @@ function storeBatch(
   deps: IngestDeps,
   callbacks: ParsedCallback[],
   now: Date,
+  signal: AbortSignal | undefined,
 ): Promise<IngestResult[]> {
-  return pipelinedTransaction(deps.db, async (tx, last) => {
-    const keys = [...new Set(callbacks.map((c) => c.key))];
-    const { existing, ids, locked } = await lockAndCheck(
-      tx,
-      keys,
-      callbacks.flatMap((c) => c.events),
-    );
-    const inboxIds = inboxIdsOf(callbacks, keys, existing, ids);
-    // all duplicates: nothing to look up, nothing to write
-    const fresh = inboxIds.some((id) => id !== undefined);
-    const isErased = fresh
-      ? await erasedFilter(tx, unmatchedOf(callbacks, inboxIds, locked))
-      : () => false;
-    const plan = planDeliveries(callbacks, { inboxIds, locked, isErased, now });
-    if (fresh) {
-      // a Set lookup: with no endpoint that wants them, the statement is as it always was
-      const events = subscriptionsOf(deps.db).wants('message.status');
-      await writeDeliveries(tx, last, plan, now, deps.onRecorded, events);
-    }
-    return plan.results;
-  });
+  return pipelinedTransaction(
+    deps.db,
+    async (tx, last) => {
+      const keys = [...new Set(callbacks.map((c) => c.key))];
+      const { existing, ids, locked } = await lockAndCheck(
+        tx,
+        keys,
+        callbacks.flatMap((c) => c.events),
+      );
+      const inboxIds = inboxIdsOf(callbacks, keys, existing, ids);
+      // all duplicates: nothing to look up, nothing to write
+      const fresh = inboxIds.some((id) => id !== undefined);
+      const isErased = fresh
+        ? await erasedFilter(tx, unmatchedOf(callbacks, inboxIds, locked))
+        : () => false;
+      const plan = planDeliveries(callbacks, { inboxIds, locked, isErased, now });
+      if (fresh) {
+        // a Set lookup: with no endpoint that wants them, the statement is as it always was
+        const events = subscriptionsOf(deps.db).wants('message.status');
+        await writeDeliveries(tx, last, plan, now, deps.onRecorded, events);
+      }
+      return plan.results;
+    },
+    signal,
+  );
 }

@@ -9,6 +9,7 @@ import { eq, sql } from 'drizzle-orm';
 import { beforeAll, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.ts';
 import { rowsOf } from '../../src/db/client.ts';
+import { isDatabaseUnavailable } from '../../src/db/errors.ts';
 import { inbox, messages } from '../../src/db/schema/index.ts';
 import { statusMapWith } from '../../src/messages/delivery-parse.ts';
 import { keysTimedSince, storeRaw } from '../../src/messages/inbox.ts';
@@ -155,6 +156,64 @@ describeEachEngine('delivery callbacks in one transaction', (ctx) => {
       expect(await answer).toMatchObject({ duplicate: true, events: 0 });
       // the event was recorded by neither: the other transaction stored only the body
       expect(await statusOf(deps.db, a.id)).toBe('queued');
+    },
+  );
+
+  // two connections at once: real Postgres only
+  it.runIf(ctx.engine === 'postgres')(
+    onlyIf(
+      ctx.engine === 'postgres',
+      "a batch waiting past its deadline on another instance's lock gives its connection back",
+      ONE_CONNECTION,
+    ),
+    async () => {
+      const a = await message();
+      const body = raw({ customerMessageId: a.cmid, status: 'delivered' });
+      const batcher = createDeliveryBatcher(deps, { deadlineMs: 3000 });
+      let release!: () => void;
+      const held = new Promise<void>((r) => {
+        release = r;
+      });
+      let locked!: () => void;
+      const holding = new Promise<void>((r) => {
+        locked = r;
+      });
+      // another instance holds the message's row lock and does not let go (lost, or hung)
+      let otherPid = 0;
+      const other = deps.db.transaction(async (tx) => {
+        otherPid = rowsOf<{ pid: number }>(
+          await tx.execute(sql`select pg_backend_pid() as pid`),
+        )[0]!.pid;
+        await tx.execute(sql`select id from messages where id = ${a.id} for update`);
+        locked();
+        await held;
+      });
+      await holding;
+      const waiting = async () =>
+        rowsOf<{ n: number }>(
+          await deps.db.execute(
+            sql`select count(*)::int as n from pg_stat_activity
+                where ${otherPid}::int = any(pg_blocking_pids(pid))`,
+          ),
+        )[0]!.n;
+      const answer = batcher.ingest(body).then(
+        () => 'stored',
+        (err: unknown) => err,
+      );
+      await waitUntil(async () => (await waiting()) === 1, 'the batch to wait on the lock', 10_000);
+      // the deadline answers the caller "unavailable" (503: the provider retries) ...
+      expect(isDatabaseUnavailable(await answer)).toBe(true);
+      // ... and the batch's statement is cancelled: nothing waits on the lock any more, which
+      // is still held, so it was not the lock's release that ended the wait
+      await waitUntil(async () => (await waiting()) === 0, 'the batch to stop waiting', 10_000);
+      // every pooled connection is usable: none was given back inside a transaction
+      await Promise.all(Array.from({ length: 20 }, () => deps.db.execute(sql`select 1`)));
+      release();
+      await other;
+      // nothing of the cancelled batch was kept: the retry stores the callback, once
+      expect(await batcher.ingest(body)).toMatchObject({ duplicate: false, events: 1 });
+      expect(await statusOf(deps.db, a.id)).toBe('delivered');
+      expect(await batcher.ingest(body)).toMatchObject({ duplicate: true });
     },
   );
 });
