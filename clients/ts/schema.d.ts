@@ -2049,7 +2049,7 @@ export interface components {
       } | null;
       from: string;
       /**
-       * @description `uploading` while a CSV upload is being stored: its recipients so far, never started; `scheduled` once all of them are in
+       * @description `uploading` while a campaign of more than 2000 recipients (JSON or CSV) is being stored: its recipients so far, never started; `scheduled` once all of them are in
        * @enum {string}
        */
       state: 'uploading' | 'scheduled' | 'running' | 'paused' | 'done' | 'cancelled';
@@ -2199,7 +2199,7 @@ export interface components {
       } | null;
       from: string;
       /**
-       * @description `uploading` while a CSV upload is being stored: its recipients so far, never started; `scheduled` once all of them are in
+       * @description `uploading` while a campaign of more than 2000 recipients (JSON or CSV) is being stored: its recipients so far, never started; `scheduled` once all of them are in
        * @enum {string}
        */
       state: 'uploading' | 'scheduled' | 'running' | 'paused' | 'done' | 'cancelled';

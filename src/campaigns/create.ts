@@ -3,10 +3,11 @@
  * recipient (the number; for a flow the language and the vars against its params; for a
  * message the template filled with the row's vars, checked as `POST /v1/messages` checks a
  * message), a bad row reported by its row and field while the good ones go, a number listed
- * twice kept once. A JSON campaign is stored in one transaction; a CSV one in several, as
- * `uploading` until all of it is in (src/campaigns/uploads.ts). Nothing is prepared per call
- * here: a recipient costs a row, and its call or message is built when the scheduler releases
- * it (src/campaigns/scheduler.ts).
+ * twice kept once. A JSON campaign and a CSV one are stored by the same writer
+ * (`storeCampaign`): in one transaction when their recipients fit one batch, else a batch a
+ * transaction, as `uploading` until all of them are in (src/campaigns/uploads.ts). Nothing is
+ * prepared per call here: a recipient costs a row, and its call or message is built when the
+ * scheduler releases it (src/campaigns/scheduler.ts).
  */
 
 import { once } from 'node:events';
@@ -23,6 +24,7 @@ import { type CompiledFlow, readTextVars, validateVars } from '../flows/index.ts
 import type { CampaignRetryPolicy } from '../flows/schema.ts';
 import { malformedTemplate, templateNames, walkStrings } from '../flows/template.ts';
 import { uuidv7 } from '../ids.ts';
+import type { Logger } from '../logger.ts';
 import { checkMessageInput } from '../messages/submit.ts';
 import { isE164 } from '../provider/message.ts';
 import { issuesToDetails } from '../zod-issues.ts';
@@ -298,58 +300,53 @@ export interface CreateOutcome {
   id: string;
   accepted: number;
   duplicates: number;
+  /** the first `REJECTED_LISTED` rows refused */
   rejected: RowProblem[];
+  /** every row refused */
+  rejectedCount: number;
+}
+
+/** What a request brings besides its campaign: its end, and its log. */
+export interface CampaignRequest {
+  /** aborted when the request ends (the client gone, the server stopping): the upload stops */
+  signal?: AbortSignal | undefined;
+  /** where a server-side failure (a temporary directory it cannot write) is logged */
+  logger?: Pick<Logger, 'warn'> | undefined;
 }
 
 /** POST /v1/campaigns with JSON recipients. */
 export async function createCampaign(
   deps: CampaignDeps,
   input: CreateCampaignRequest,
+  request: CampaignRequest = {},
 ): Promise<CreateOutcome> {
   const target = await campaignTarget(deps, input);
-  const rejected: RowProblem[] = [];
-  const rows: CheckedRecipient[] = [];
-  const seen = new Set<string>();
-  let duplicates = 0;
-  input.recipients.forEach((raw, i) => {
-    const r = checkRecipient(deps, target, input.from, raw, i, `recipients[${i}]`, input.lang);
-    if ('problem' in r) rejected.push(r.problem);
-    else if (seen.has(r.ok.phone)) duplicates++;
-    else {
-      seen.add(r.ok.phone);
-      rows.push(r.ok);
-    }
-  });
-  const now = deps.clock.now();
-  const id = uuidv7(now.getTime());
-  await deps.db.transaction(async (tx) => {
-    const startAt = await insertCampaign(tx, id, target, input, rows.length, now, 'scheduled');
-    await insertRecipients(tx, id, rows, startAt, now);
-  });
-  return { id, accepted: rows.length, duplicates, rejected };
+  return storeCampaign(deps, input, target, () => jsonRecipients(input.recipients), request);
+}
+
+/** A JSON campaign's recipients, by their index. */
+function* jsonRecipients(recipients: readonly unknown[]): Generator<RawRecipient> {
+  for (const [row, raw] of recipients.entries()) yield { raw, row, where: `recipients[${row}]` };
 }
 
 type CampaignSettings = Omit<CreateCampaignRequest, 'recipients'>;
 
 async function insertCampaign(
   tx: Tx,
-  id: string,
+  upload: Upload,
   target: CampaignTarget,
   input: CampaignSettings,
-  recipients: number,
-  now: Date,
-  state: Extract<CampaignState, 'scheduled' | 'uploading'>,
-): Promise<Date> {
-  const startAt = input.startAt ? new Date(input.startAt) : now;
+): Promise<void> {
   await tx.insert(campaigns).values({
-    id,
+    id: upload.id,
     name: input.name ?? null,
     flowId: target.kind === 'flow' ? target.compiled.id : null,
     message: target.kind === 'message' ? target.template : null,
     from: input.from,
     lang: input.lang ?? null,
-    state,
-    startAt,
+    // its batches make it `scheduled` with their last (src/campaigns/uploads.ts)
+    state: 'uploading' satisfies CampaignState,
+    startAt: upload.startAt,
     perMinute: input.perMinute ?? 60,
     maxConcurrent: input.maxConcurrent ?? null,
     window: (input.window ?? null) satisfies CallingWindow | null,
@@ -357,12 +354,11 @@ async function insertCampaign(
     retry: (input.retry ??
       (target.kind === 'flow' ? target.retry : undefined) ??
       NO_RETRY) satisfies CampaignRetryPolicy,
-    pacedAt: startingPace(startAt, input.perMinute ?? 60),
-    recipients,
-    createdAt: now,
-    updatedAt: now,
+    pacedAt: startingPace(upload.startAt, input.perMinute ?? 60),
+    recipients: 0,
+    createdAt: upload.touched,
+    updatedAt: upload.touched,
   });
-  return startAt;
 }
 
 /** Recipients inserted per statement. */
@@ -420,137 +416,187 @@ export const REJECTED_LISTED = 1000;
  * POST /v1/campaigns with a CSV body: the settings from the query (checked before the body is
  * read), the body then read whole to a temporary file (src/campaigns/spool.ts: a slow upload
  * holds no database connection), and the recipients streamed from that file (a header row:
- * `to`, optional `lang`, every other column a var, `vars.` prefix allowed), checked and stored
- * `UPLOAD_ROWS_PER_TRANSACTION` a transaction (src/campaigns/uploads.ts), so a file of a
- * million rows is never held in memory, nor the database for all of it. Cells are read by
- * their param's type (`readTextVars`), as `switchboard call --file` reads them; a number listed
- * twice is kept once (the unique index decides, so no set of numbers grows in memory).
- * `signal` aborted (the client gone, the server stopping) stops the upload at its next
- * transaction, undone.
+ * `to`, optional `lang`, every other column a var, `vars.` prefix allowed) into `storeCampaign`,
+ * so a file of a million rows is never held in memory, nor the database for all of it. Cells
+ * are read by their param's type (`readTextVars`), as `switchboard call --file` reads them.
  */
 export async function createCampaignFromCsv(
   deps: CampaignDeps,
   input: CampaignSettings,
   body: AsyncIterable<Uint8Array>,
-  signal?: AbortSignal,
-): Promise<CreateOutcome & { rejectedCount: number }> {
+  request: CampaignRequest = {},
+): Promise<CreateOutcome> {
   const target = await campaignTarget(deps, input, 'query.');
-  return withSpooledUpload(body, (file) =>
-    storeCsvCampaign(deps, input, target, createReadStream(file), signal),
+  return withSpooledUpload(
+    body,
+    (file) =>
+      storeCampaign(
+        deps,
+        input,
+        target,
+        (refuse) => csvRecipients(target, createReadStream(file), refuse),
+        request,
+      ),
+    request.logger,
   );
 }
 
 /**
- * The campaign and its recipients from `body` (all of it at hand): the campaign `uploading`,
- * its recipients a batch a transaction, then `scheduled`. A failure after the campaign's row
- * is in deletes it with its recipients (best effort: else the sweep does), so a retry stores
- * the campaign once.
+ * A CSV body's recipients, by their line; a line that is not a row of the header's columns
+ * (an unclosed quote, a wrong number of cells) is refused as it is read.
  */
-async function storeCsvCampaign(
-  deps: CampaignDeps,
-  input: CampaignSettings,
+async function* csvRecipients(
   target: CampaignTarget,
   body: AsyncIterable<Uint8Array>,
-  signal: AbortSignal | undefined,
-): Promise<CreateOutcome & { rejectedCount: number }> {
-  const now = deps.clock.now();
-  const id = uuidv7(now.getTime());
-  const rejected: RowProblem[] = [];
-  let rejectedCount = 0;
-  let accepted = 0;
-  let checked = 0;
-  const reject = (problem: RowProblem) => {
-    rejectedCount++;
-    if (rejected.length < REJECTED_LISTED) rejected.push(problem);
-  };
-  const startAt = await deps.db.transaction((tx) =>
-    insertCampaign(tx, id, target, input, 0, now, 'uploading'),
-  );
-  const upload = { id, touched: now };
+  refuse: (problem: RowProblem) => void,
+): AsyncGenerator<RawRecipient> {
+  const parser = parseCsv({
+    columns: (header: string[]) => header.map((h) => h.trim().replace(/^vars\./, '')),
+    skip_empty_lines: true,
+    trim: true,
+    bom: true,
+    info: true,
+    skip_records_with_error: true,
+  });
+  parser.on('skip', (err: { message: string; lines?: number }) => {
+    const line = err.lines ?? 0;
+    refuse({
+      row: line,
+      code: 'VALIDATION_ERROR',
+      message: `line ${line}: ${err.message}`,
+      details: [{ path: `line ${line}`, code: 'INVALID_CSV', message: err.message }],
+    });
+  });
   // ends the feed when the rows are no longer read (a failed batch): the file is closed
   const fed = new AbortController();
-  try {
-    const parser = parseCsv({
-      columns: (header: string[]) => header.map((h) => h.trim().replace(/^vars\./, '')),
-      skip_empty_lines: true,
-      trim: true,
-      bom: true,
-      info: true,
-      skip_records_with_error: true,
-    });
-    parser.on('skip', (err: { message: string; lines?: number }) => {
-      const line = err.lines ?? 0;
-      reject({
-        row: line,
-        code: 'VALIDATION_ERROR',
-        message: `line ${line}: ${err.message}`,
-        details: [{ path: `line ${line}`, code: 'INVALID_CSV', message: err.message }],
-      });
-    });
-    const feed = (async () => {
-      try {
-        for await (const chunk of body) {
-          if (!parser.write(chunk)) await once(parser, 'drain', { signal: fed.signal });
-        }
-        parser.end();
-      } catch (err) {
-        parser.destroy(err instanceof Error ? err : new Error(String(err)));
+  const feed = (async () => {
+    try {
+      for await (const chunk of body) {
+        if (!parser.write(chunk)) await once(parser, 'drain', { signal: fed.signal });
       }
-    })();
-    let batch: CheckedRecipient[] = [];
+      parser.end();
+    } catch (err) {
+      parser.destroy(err instanceof Error ? err : new Error(String(err)));
+    }
+  })();
+  try {
     for await (const { record, info } of parser as AsyncIterable<{
       record: Record<string, string>;
       info: { lines: number };
     }>) {
-      const raw = csvRecipient(target, record);
-      const r = checkRecipient(
-        deps,
-        target,
-        input.from,
-        raw,
-        info.lines,
-        `line ${info.lines}`,
-        input.lang,
-      );
-      if ('problem' in r) reject(r.problem);
-      else {
-        checked++;
-        batch.push(r.ok);
-      }
-      if (batch.length >= UPLOAD_ROWS_PER_TRANSACTION) {
-        // the file waits meanwhile: the parser is not read
-        accepted = await storeUploadBatch(deps, upload, batch, startAt, accepted, signal);
-        batch = [];
-      }
+      yield { raw: csvRecipient(target, record), row: info.lines, where: `line ${info.lines}` };
     }
     await feed;
-    // the last batch, and the campaign whole: runnable from this commit
-    accepted = await storeUploadBatch(deps, upload, batch, startAt, accepted, signal, 'scheduled');
-  } catch (err) {
-    // best effort: what is left stays `uploading`, never started, and the sweep deletes it
-    await deleteUpload(deps.db, id).catch(() => {});
-    throw err;
   } finally {
     fed.abort();
   }
+}
+
+/** A recipient as its request gives it, before its checks: its row, and how messages name it. */
+interface RawRecipient {
+  raw: unknown;
+  /** its index in a JSON body, its line in a CSV one */
+  row: number;
+  /** `recipients[3]`, `line 4` */
+  where: string;
+}
+
+/**
+ * A campaign's recipients, read once, in order; a row refused before it is a recipient (a CSV
+ * line that is not a row) is told to `refuse`.
+ */
+type RecipientSource = (
+  refuse: (problem: RowProblem) => void,
+) => Iterable<RawRecipient> | AsyncIterable<RawRecipient>;
+
+/** A campaign being stored: its row's id and start, and what the upload last wrote of it. */
+interface Upload {
+  id: string;
+  startAt: Date;
+  /** its `updated_at` as this upload last wrote it (src/campaigns/uploads.ts) */
+  touched: Date;
+  /** its recipients stored so far */
+  stored: number;
+}
+
+/**
+ * The campaign and its recipients, each checked as it is read from `recipients`. Recipients of
+ * one batch (`UPLOAD_ROWS_PER_TRANSACTION`) go in one transaction with the campaign, which is
+ * `scheduled` from that commit. More are an upload: the campaign's row is committed first, as
+ * `uploading`, then its recipients a batch a transaction (`recipients` is not read meanwhile),
+ * the last making it `scheduled` (src/campaigns/uploads.ts). A number listed twice is kept once
+ * (the unique index decides, so no set of numbers grows in memory). A failure after the
+ * campaign's row is in, or `request.signal` aborted (the client gone, the server stopping),
+ * deletes it with its recipients (best effort: else the sweep does), so a retry stores the
+ * campaign once.
+ */
+async function storeCampaign(
+  deps: CampaignDeps,
+  input: CampaignSettings,
+  target: CampaignTarget,
+  recipients: RecipientSource,
+  request: CampaignRequest,
+): Promise<CreateOutcome> {
+  const now = deps.clock.now();
+  const upload: Upload = {
+    id: uuidv7(now.getTime()),
+    startAt: input.startAt ? new Date(input.startAt) : now,
+    touched: now,
+    stored: 0,
+  };
+  const rejected: RowProblem[] = [];
+  let rejectedCount = 0;
+  let checked = 0;
+  const refuse = (problem: RowProblem) => {
+    rejectedCount++;
+    if (rejected.length < REJECTED_LISTED) rejected.push(problem);
+  };
+  const insert = (tx: Tx) => insertCampaign(tx, upload, target, input);
+  let inserted = false;
+  try {
+    let batch: CheckedRecipient[] = [];
+    for await (const { raw, row, where } of recipients(refuse)) {
+      const r = checkRecipient(deps, target, input.from, raw, row, where, input.lang);
+      if ('problem' in r) {
+        refuse(r.problem);
+        continue;
+      }
+      if (batch.length === UPLOAD_ROWS_PER_TRANSACTION) {
+        // more than a batch: an upload, its campaign `uploading` until the last is in
+        if (!inserted) await deps.db.transaction(insert);
+        inserted = true;
+        await storeUploadBatch(deps, upload, batch, request.signal);
+        batch = [];
+      }
+      checked++;
+      batch.push(r.ok);
+    }
+    // the last batch, and the campaign whole: runnable from this commit (with its row, when
+    // all of it is this batch)
+    await storeUploadBatch(deps, upload, batch, request.signal, inserted ? 'last' : insert);
+  } catch (err) {
+    // best effort: what is left stays `uploading`, never started, and the sweep deletes it
+    if (inserted) await deleteUpload(deps.db, upload.id).catch(() => {});
+    throw err;
+  }
   // a good row not stored had a number listed before it
-  return { id, accepted, duplicates: checked - accepted, rejected, rejectedCount };
+  const { id, stored } = upload;
+  return { id, accepted: stored, duplicates: checked - stored, rejected, rejectedCount };
 }
 
 /**
  * One transaction of an upload: `rows` stored, and its campaign's count of recipients and
- * `updated_at` written (its state too, when given) on condition that the campaign is as the
- * upload last left it (src/campaigns/uploads.ts). Answers the recipients stored so far.
+ * `updated_at` written on condition that the campaign is as the upload last left it
+ * (src/campaigns/uploads.ts); with `last`, the campaign `scheduled` too, and inserted first in
+ * the same transaction when `last` is how to insert it.
  */
 async function storeUploadBatch(
   deps: CampaignDeps,
-  upload: { id: string; touched: Date },
+  upload: Upload,
   rows: readonly CheckedRecipient[],
-  startAt: Date,
-  before: number,
   signal: AbortSignal | undefined,
-  state?: 'scheduled',
-): Promise<number> {
+  last?: 'last' | ((tx: Tx) => Promise<void>),
+): Promise<void> {
   if (signal?.aborted) {
     throw new AppError(
       'UNAVAILABLE',
@@ -558,11 +604,12 @@ async function storeUploadBatch(
     );
   }
   const now = deps.clock.now();
-  const stored = await deps.db.transaction(async (tx) => {
-    const n = before + (await insertRecipients(tx, upload.id, rows, startAt, now));
+  upload.stored = await deps.db.transaction(async (tx) => {
+    if (typeof last === 'function') await last(tx);
+    const n = upload.stored + (await insertRecipients(tx, upload.id, rows, upload.startAt, now));
     const [held] = await tx
       .update(campaigns)
-      .set({ recipients: n, updatedAt: now, ...(state && { state }) })
+      .set({ recipients: n, updatedAt: now, ...(last && { state: 'scheduled' as const }) })
       .where(
         and(
           eq(campaigns.id, upload.id),
@@ -572,11 +619,22 @@ async function storeUploadBatch(
       )
       .returning({ id: campaigns.id });
     // taken by the stale-upload sweep (or deleted): this transaction's rows go with it
-    if (!held) throw new Error(`campaign ${upload.id} was deleted while it was being stored`);
+    if (!held) throw abandonedUpload();
     return n;
   });
   upload.touched = now;
-  return stored;
+}
+
+/**
+ * What an upload answers when the sweep took its campaign: it went untouched past
+ * `STALE_UPLOAD_MS` between two of its transactions (the database held that long, the process
+ * paused), was deleted as left behind, and is to be sent again.
+ */
+function abandonedUpload(): AppError {
+  return new AppError(
+    'CONFLICT',
+    'the upload was abandoned and removed: it stalled between two of its batches for longer than an unfinished upload is kept, and its campaign was deleted with what was stored of it; send it again',
+  );
 }
 
 /**

@@ -17,7 +17,7 @@
  *    attempt.
  * 4. **Finish** running campaigns with nothing left open.
  *
- * A campaign `uploading` (a CSV upload being stored: src/campaigns/uploads.ts) is none of
+ * A campaign `uploading` (a large one being stored: src/campaigns/uploads.ts) is none of
  * these: each round deletes those whose process died mid-upload, and starts none.
  */
 import { and, eq, inArray, type SQL, sql } from 'drizzle-orm';

@@ -6,9 +6,10 @@ import { z } from 'zod';
 import { CampaignRetryPolicy } from '../flows/schema.ts';
 import { ErrorDetailView } from '../messages/views.ts';
 import { IsoDateTime } from '../provider/message.ts';
+import { UPLOAD_ROWS_PER_TRANSACTION } from './uploads.ts';
 import { CallingWindowSchema } from './windows.ts';
 
-/** `uploading`: a CSV upload still being stored, never started (src/campaigns/uploads.ts). */
+/** `uploading`: a large campaign still being stored, never started (src/campaigns/uploads.ts). */
 export const CAMPAIGN_STATES = [
   'uploading',
   'scheduled',
@@ -124,8 +125,7 @@ export const CampaignView = z
       .meta({ description: "a message campaign's template" }),
     from: z.string(),
     state: z.enum(CAMPAIGN_STATES).meta({
-      description:
-        '`uploading` while a CSV upload is being stored: its recipients so far, never started; `scheduled` once all of them are in',
+      description: `\`uploading\` while a campaign of more than ${UPLOAD_ROWS_PER_TRANSACTION} recipients (JSON or CSV) is being stored: its recipients so far, never started; \`scheduled\` once all of them are in`,
     }),
     startAt: z.string(),
     perMinute: z.number().int(),

@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { AppError } from '../errors.ts';
+import type { Logger } from '../logger.ts';
 
 /** The start of each spool directory's name under `os.tmpdir()` (tests look for it). */
 export const SPOOL_DIR_PREFIX = 'switchboard-upload-';
@@ -23,31 +24,53 @@ export const SPOOL_DIR_PREFIX = 'switchboard-upload-';
 export const SPOOL_FILE_NAME = 'body';
 
 /** A write refused for want of room: the disk (or the inodes) full, or a quota reached. */
-function isOutOfSpace(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
+function isOutOfSpace(code: unknown): boolean {
   return code === 'ENOSPC' || code === 'EDQUOT';
 }
 
 /**
- * What a failed spool answers: no room is 503 `UNAVAILABLE` (a retry may find room), never a
- * 500 with a stack; anything else (the body over its limit, a client gone) as it was thrown.
+ * A temporary directory the server cannot write in: missing, not a directory (TMPDIR under a
+ * file), read-only, or not the server's to write. A misconfiguration, not the client's doing.
  */
-export function spoolFailure(err: unknown): unknown {
-  if (!isOutOfSpace(err)) return err;
+function isUnwritable(code: unknown): boolean {
+  return (
+    code === 'EACCES' ||
+    code === 'EPERM' ||
+    code === 'EROFS' ||
+    code === 'ENOTDIR' ||
+    code === 'ENOENT'
+  );
+}
+
+/**
+ * What a failed spool answers: a temporary directory full or that cannot be written is 503
+ * `UNAVAILABLE` (a retry may find room, or the directory fixed), never a 500 with a stack, and
+ * is logged to `logger` with its cause (the client is told no path); anything else (the body
+ * over its limit, a client gone) as it was thrown.
+ */
+export function spoolFailure(err: unknown, logger?: Pick<Logger, 'warn'>): unknown {
+  const code = (err as { code?: unknown } | null)?.code;
+  const full = isOutOfSpace(code);
+  if (!full && !isUnwritable(code)) return err;
+  logger?.warn({ err }, 'a CSV upload refused: the temporary directory cannot hold it (TMPDIR)');
   return new AppError(
     'UNAVAILABLE',
-    'the server has no room to hold the upload (its temporary directory is full); retry shortly',
+    full
+      ? 'the server has no room to hold the upload (its temporary directory is full); retry shortly'
+      : 'the server cannot hold the upload (its temporary directory cannot be written); retry later',
   );
 }
 
 /**
  * `body` written whole to a temporary file, then `use(file)`; the file and its directory are
- * removed once `use` ends, or at once when the body fails (its limit passed, the client gone):
- * `use` then never runs.
+ * removed once `use` ends, or at once when the body fails (its limit passed, the client gone)
+ * or the file cannot be written (`spoolFailure`): `use` then never runs.
  */
 export async function withSpooledUpload<T>(
   body: AsyncIterable<Uint8Array>,
   use: (file: string) => Promise<T>,
+  /** where a temporary directory that cannot hold the upload is logged */
+  logger?: Pick<Logger, 'warn'>,
 ): Promise<T> {
   let dir: string | undefined;
   try {
@@ -57,7 +80,7 @@ export async function withSpooledUpload<T>(
       file = join(dir, SPOOL_FILE_NAME);
       await pipeline(body, createWriteStream(file, { flags: 'wx', mode: 0o600 }));
     } catch (err) {
-      throw spoolFailure(err);
+      throw spoolFailure(err, logger);
     }
     return await use(file);
   } finally {

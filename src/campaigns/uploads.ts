@@ -1,14 +1,16 @@
 /**
- * A CSV campaign stored in several transactions (src/campaigns/create.ts): its row first, as
- * `uploading`, which the scheduler never starts; its recipients a bounded batch a transaction,
- * so other work runs between them (on the embedded database, everything else waits for each);
- * then `scheduled` once all of them are in. An upload that fails half-way is deleted by its
- * request (`deleteUpload`); one whose process died is deleted by the leader's scheduler once
- * its campaign has not been touched for `STALE_UPLOAD_MS` (`sweepStaleUploads`).
+ * A campaign of more recipients than one batch, CSV or JSON, stored in several transactions
+ * (src/campaigns/create.ts): its row first, as `uploading`, which the scheduler never starts;
+ * its recipients a bounded batch a transaction, so other work runs between them (on the
+ * embedded database, everything else waits for each); then `scheduled` once all of them are
+ * in. An upload that fails half-way is deleted by its request (`deleteUpload`); one whose
+ * process died is deleted by the leader's scheduler once its campaign has not been touched for
+ * `STALE_UPLOAD_MS` (`sweepStaleUploads`).
  *
  * Each batch of an upload ends by writing its campaign's `updated_at`, on condition that it
  * is still the value the upload last wrote: a campaign the sweep took meanwhile (the sweep
- * sets it to the epoch) or deleted matches nothing, and that batch's transaction is undone.
+ * sets it to the epoch) or deleted matches nothing, that batch's transaction is undone, and
+ * its request is answered 409 `CONFLICT` (abandoned and removed: to be sent again).
  */
 import { and, eq, lt, sql } from 'drizzle-orm';
 import type { Clock } from '../clock.ts';

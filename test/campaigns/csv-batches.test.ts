@@ -1,17 +1,19 @@
 /**
- * A CSV campaign is stored in several transactions (src/campaigns/uploads.ts): its row first,
- * `uploading`, then its recipients `UPLOAD_ROWS_PER_TRANSACTION` a transaction, then
- * `scheduled`. On each engine:
+ * A campaign of more recipients than a batch, CSV or JSON, is stored in several transactions
+ * (src/campaigns/uploads.ts): its row first, `uploading`, then its recipients
+ * `UPLOAD_ROWS_PER_TRANSACTION` a transaction, then `scheduled`; one of a batch or fewer, in
+ * one. On each engine:
  *
  * - a file of several batches is stored whole, a number listed twice kept once wherever the
- *   batches split it;
+ *   batches split it; so is a JSON body, `uploading` between its batches;
+ * - a JSON campaign of one batch or fewer takes one transaction;
  * - a request made while the upload is storing is answered before the upload ends (on PGlite,
  *   whose one connection an upload in one transaction held to its end), and sees it `uploading`;
  * - a failure after the first batches (the database's, the file's, the request ended) leaves
- *   neither the campaign nor any of its recipients or counts;
+ *   neither the campaign nor any of its recipients or counts, CSV or JSON;
  * - the scheduler starts no `uploading` campaign, pause, resume and cancel refuse it, and a
  *   round deletes an upload left behind (a process that died) once it is stale, and one that
- *   comes back after the sweep took its campaign stores nothing.
+ *   comes back after the sweep took its campaign stores nothing and is answered 409 CONFLICT.
  *
  * The upload's database is the test database seen through a proxy that counts the upload's
  * transactions and runs the test's hook before each begins: between two of them, when the
@@ -21,14 +23,15 @@ import { pipeline, Transform } from 'node:stream';
 import { sql } from 'drizzle-orm';
 import { beforeAll, expect, it, vi } from 'vitest';
 import { createFlowRegistry } from '../../src/calls/registry.ts';
-import { createCampaignFromCsv } from '../../src/campaigns/create.ts';
+import { createCampaign, createCampaignFromCsv } from '../../src/campaigns/create.ts';
 import { runCampaigns, type SchedulerDeps } from '../../src/campaigns/scheduler.ts';
 import { STALE_UPLOAD_MS, UPLOAD_ROWS_PER_TRANSACTION } from '../../src/campaigns/uploads.ts';
 import { NO_HOLIDAYS } from '../../src/campaigns/windows.ts';
 import type { Clock } from '../../src/clock.ts';
 import { type Db, rowsOf } from '../../src/db/client.ts';
+import { AppError, httpStatus } from '../../src/errors.ts';
 import { createLogger } from '../../src/logger.ts';
-import { buildTestApp, readJson, uniq } from '../support/app.ts';
+import { buildTestApp, json, readJson, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
 
 // a file that fails to read on demand: while `reads.failAfter` is set, each file read stream
@@ -72,6 +75,22 @@ function csvOf(count: number, extra: Array<[number, string]> = []): Uint8Array {
 async function* bodyOf(bytes: Uint8Array) {
   yield bytes;
 }
+
+/** `count` distinct numbers as a JSON campaign's recipients, with `extra` rows put in. */
+function recipientsOf(count: number, extra: Array<[number, string]> = []) {
+  const out: Array<{ to: string; vars: { name: string; date: string } }> = [];
+  for (let i = 0; i < count; i++) {
+    out.push({ to: numberOf(i), vars: { name: `Name ${i}`, date: 'Monday' } });
+    for (const [after, to] of extra) {
+      if (after === i) out.push({ to, vars: { name: 'Again', date: 'Tuesday' } });
+    }
+  }
+  return out;
+}
+
+/** How a test sends its campaign: a CSV body, or JSON recipients. */
+const KINDS = ['csv', 'json'] as const;
+type Kind = (typeof KINDS)[number];
 
 /** A clock the test moves. */
 function manualClock(start: string): Clock & { advance(ms: number): void } {
@@ -119,7 +138,7 @@ function watched(
   return { db: proxy, transactions: () => n };
 }
 
-describeEachEngine('a CSV campaign stored a batch a transaction', (ctx) => {
+describeEachEngine('a campaign, CSV or JSON, stored a batch a transaction', (ctx) => {
   const clock = manualClock('2026-03-27T08:00:00Z'); // a Friday
   let app: ReturnType<typeof buildTestApp>;
   let scheduler: SchedulerDeps;
@@ -138,6 +157,23 @@ describeEachEngine('a CSV campaign stored a batch a transaction', (ctx) => {
 
   const db = () => ctx.database().db;
   const deps = (upload: ReturnType<typeof watched>) => ({ db: upload.db, clock, flows });
+  /** A campaign of `count` distinct numbers, sent as `kind` says. */
+  const create = (
+    kind: Kind,
+    upload: ReturnType<typeof watched>,
+    settings: { name: string; window?: { from: string; to: string } },
+    count: number,
+    signal?: AbortSignal,
+  ) =>
+    kind === 'csv'
+      ? createCampaignFromCsv(deps(upload), { ...SETTINGS, ...settings }, bodyOf(csvOf(count)), {
+          signal,
+        })
+      : createCampaign(
+          deps(upload),
+          { ...SETTINGS, ...settings, recipients: recipientsOf(count) },
+          { signal },
+        );
   const count = async (query: ReturnType<typeof sql>) =>
     rowsOf<{ n: number }>(await db().execute(query))[0]!.n;
   const idOf = async (name: string) =>
@@ -194,6 +230,86 @@ describeEachEngine('a CSV campaign stored a batch a transaction', (ctx) => {
     ]);
   });
 
+  it('stores a JSON campaign of several batches whole, uploading until the last, then 201', async () => {
+    const name = uniq('json-whole');
+    // 2.5 batches of distinct numbers; then row 5 again in the second batch, row 0 again in
+    // the last, and a bad row
+    const recipients = recipientsOf(ROWS * 2.5, [
+      [10, 'not a number'],
+      [ROWS + 100, numberOf(5)],
+      [ROWS * 2.5 - 1, numberOf(0)],
+    ]);
+    let answered = false;
+    const between: unknown[] = [];
+    const upload = watched(db(), {
+      before: async (n) => {
+        // after the campaign's row, and after each full batch: as another request sees it
+        if (n === 1) return;
+        const id = (await idOf(name))!;
+        const { state, recipients } = await view(id);
+        between.push({ n, answered, state, recipients });
+      },
+    });
+    // the app on the watched database: the request's upload is the one counted
+    const watchedApp = buildTestApp({ ...ctx.database(), db: upload.db }, { clock });
+    const res = await Promise.resolve(
+      watchedApp.app.request('/v1/campaigns', json({ ...SETTINGS, name, recipients })),
+    ).finally(() => {
+      answered = true;
+    });
+    expect(res.status).toBe(201);
+    const made = await readJson(res);
+    // the campaign's row, a transaction per full batch, and the last with the rest
+    expect(upload.transactions()).toBe(1 + 2 + 1);
+    expect(between).toEqual([
+      { n: 2, answered: false, state: 'uploading', recipients: 0 },
+      { n: 3, answered: false, state: 'uploading', recipients: ROWS },
+      // the second batch repeated a number of the first
+      { n: 4, answered: false, state: 'uploading', recipients: ROWS * 2 - 1 },
+    ]);
+    expect(made).toMatchObject({
+      name,
+      state: 'scheduled',
+      recipients: ROWS * 2.5,
+      accepted: ROWS * 2.5,
+      duplicates: 2,
+      rejectedCount: 1,
+      rejected: [{ row: 11, code: 'INVALID_RECIPIENT' }],
+    });
+    expect(await leftOf(made.id)).toMatchObject({ recipients: ROWS * 2.5, counted: ROWS * 2.5 });
+    // each number once, at its first index
+    const lines = rowsOf<{ phone: string; line: number }>(
+      await db().execute(sql`select phone, line from campaign_recipients
+        where campaign_id = ${made.id} and phone in (${numberOf(0)}, ${numberOf(5)})
+        order by line`),
+    );
+    expect(lines).toEqual([
+      { phone: numberOf(0), line: 0 },
+      { phone: numberOf(5), line: 5 },
+    ]);
+  });
+
+  it('stores a JSON campaign of one batch or fewer in one transaction', async () => {
+    // a number listed twice, kept once; a batch exactly; one row more, an upload
+    for (const [recipients, stored, transactions] of [
+      [recipientsOf(1, [[0, numberOf(0)]]), 1, 1],
+      [recipientsOf(ROWS), ROWS, 1],
+      [recipientsOf(ROWS + 1), ROWS + 1, 1 + 1 + 1],
+    ] as const) {
+      const name = uniq('json-one');
+      const upload = watched(db());
+      const made = await createCampaign(deps(upload), { ...SETTINGS, name, recipients });
+      expect(upload.transactions()).toBe(transactions);
+      expect(made).toMatchObject({
+        accepted: stored,
+        duplicates: recipients.length - stored,
+        rejectedCount: 0,
+      });
+      expect(await view(made.id)).toMatchObject({ name, state: 'scheduled', recipients: stored });
+      expect(await leftOf(made.id)).toMatchObject({ recipients: stored, counted: stored });
+    }
+  });
+
   it('answers another request while it stores, which sees it uploading', async () => {
     const name = uniq('meanwhile');
     const events: string[] = [];
@@ -235,10 +351,10 @@ describeEachEngine('a CSV campaign stored a batch a transaction', (ctx) => {
   });
 
   /**
-   * An upload of 3.5 batches that fails as `fails` says (or its file does, or its request's
-   * `signal` is aborted); the campaign's id and the recipients stored of it when its fourth
-   * transaction was about to begin (the third batch's, or the first of its undoing), which is
-   * when `beforeThirdBatch` runs.
+   * An upload of 3.5 batches, CSV unless `kind` says, that fails as `fails` says (or its file
+   * does, or its request's `signal` is aborted); the campaign's id and the recipients stored of
+   * it when its fourth transaction was about to begin (the third batch's, or the first of its
+   * undoing), which is when `beforeThirdBatch` runs.
    */
   const failing = (
     name: string,
@@ -247,6 +363,7 @@ describeEachEngine('a CSV campaign stored a batch a transaction', (ctx) => {
       beforeThirdBatch?: () => unknown;
     },
     signal?: AbortSignal,
+    kind: Kind = 'csv',
   ) => {
     const before = { id: '', recipients: 0 };
     const upload = watched(db(), {
@@ -258,23 +375,24 @@ describeEachEngine('a CSV campaign stored a batch a transaction', (ctx) => {
       },
       ...(hooks.fails && { fails: hooks.fails }),
     });
-    const made = createCampaignFromCsv(
-      deps(upload),
-      { ...SETTINGS, name },
-      bodyOf(csvOf(ROWS * 3.5)),
-      signal,
-    );
+    const made = create(kind, upload, { name }, ROWS * 3.5, signal);
     return { made, before };
   };
 
-  it('leaves nothing of an upload whose database fails after its first batches', async () => {
-    const { made, before } = failing(uniq('db-fails'), {
-      fails: (n) => (n === 4 ? 'after' : undefined),
-    });
-    await expect(made).rejects.toThrow('the database failed mid-upload');
-    expect(before.recipients).toBe(ROWS * 2); // two batches were in when the third failed
-    expect(await leftOf(before.id)).toEqual(NOTHING);
-  });
+  it.each(KINDS)(
+    'leaves nothing of an upload whose database fails after its first batches (%s)',
+    async (kind) => {
+      const { made, before } = failing(
+        uniq('db-fails'),
+        { fails: (n) => (n === 4 ? 'after' : undefined) },
+        undefined,
+        kind,
+      );
+      await expect(made).rejects.toThrow('the database failed mid-upload');
+      expect(before.recipients).toBe(ROWS * 2); // two batches were in when the third failed
+      expect(await leftOf(before.id)).toEqual(NOTHING);
+    },
+  );
 
   it('leaves nothing of an upload whose file fails to read after its first batches', async () => {
     const name = uniq('file-fails');
@@ -290,17 +408,21 @@ describeEachEngine('a CSV campaign stored a batch a transaction', (ctx) => {
     }
   });
 
-  it('leaves nothing of an upload whose request ends mid-way (the client gone, a shutdown)', async () => {
-    const stop = new AbortController();
-    const { made, before } = failing(
-      uniq('aborted'),
-      { beforeThirdBatch: () => stop.abort() },
-      stop.signal,
-    );
-    await expect(made).rejects.toMatchObject({ code: 'UNAVAILABLE' });
-    expect(before.recipients).toBe(ROWS * 2);
-    expect(await leftOf(before.id)).toEqual(NOTHING);
-  });
+  it.each(KINDS)(
+    'leaves nothing of an upload whose request ends mid-way (the client gone, a shutdown) (%s)',
+    async (kind) => {
+      const stop = new AbortController();
+      const { made, before } = failing(
+        uniq('aborted'),
+        { beforeThirdBatch: () => stop.abort() },
+        stop.signal,
+        kind,
+      );
+      await expect(made).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+      expect(before.recipients).toBe(ROWS * 2);
+      expect(await leftOf(before.id)).toEqual(NOTHING);
+    },
+  );
 
   it('is never started, paused, resumed or cancelled while uploading; started once stored', async () => {
     const name = uniq('not-yet');
@@ -321,10 +443,11 @@ describeEachEngine('a CSV campaign stored a batch a transaction', (ctx) => {
         }
       },
     });
-    const made = await createCampaignFromCsv(
-      deps(upload),
-      { ...SETTINGS, name, window: { from: '00:00', to: '23:59' } },
-      bodyOf(csvOf(ROWS * 1.5)),
+    const made = await create(
+      'csv',
+      upload,
+      { name, window: { from: '00:00', to: '23:59' } },
+      ROWS * 1.5,
     );
     expect(during.view).toMatchObject({ state: 'uploading', recipients: ROWS });
     expect((during.view as { progress: unknown }).progress).toMatchObject({
@@ -368,16 +491,36 @@ describeEachEngine('a CSV campaign stored a batch a transaction', (ctx) => {
     expect((await app.app.request(`/v1/campaigns/${before.id}`)).status).toBe(404);
   });
 
-  it('stores nothing of an upload that goes on after the sweep took its campaign', async () => {
-    const { made, before } = failing(uniq('resumed'), {
-      // the upload stalls past the limit between two batches, and a round runs meanwhile
-      beforeThirdBatch: () => {
-        clock.advance(STALE_UPLOAD_MS + 1);
-        return runCampaigns(scheduler);
-      },
-    });
-    await expect(made).rejects.toThrow('was deleted while it was being stored');
-    expect(before.recipients).toBe(ROWS * 2);
-    expect(await leftOf(before.id)).toEqual(NOTHING);
-  });
+  it.each(KINDS)(
+    'stores nothing of an upload that goes on after the sweep took its campaign, and answers 409 (%s)',
+    async (kind) => {
+      const { made, before } = failing(
+        uniq('resumed'),
+        {
+          // the upload stalls past the limit between two batches, and a round runs meanwhile
+          beforeThirdBatch: () => {
+            clock.advance(STALE_UPLOAD_MS + 1);
+            return runCampaigns(scheduler);
+          },
+        },
+        undefined,
+        kind,
+      );
+      // the client is told to send it again, in the one envelope (not a 500)
+      const err = await made.then(
+        () => expect.unreachable('the upload was stored'),
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(AppError);
+      expect(httpStatus((err as AppError).code)).toBe(409);
+      expect(err).toMatchObject({
+        code: 'CONFLICT',
+        message:
+          'the upload was abandoned and removed: it stalled between two of its batches for longer than an unfinished upload is kept, and its campaign was deleted with what was stored of it; send it again',
+        details: [],
+      });
+      expect(before.recipients).toBe(ROWS * 2);
+      expect(await leftOf(before.id)).toEqual(NOTHING);
+    },
+  );
 });

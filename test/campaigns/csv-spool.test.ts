@@ -3,12 +3,13 @@
  * (src/campaigns/spool.ts): while a client stalls mid-upload the database serves every other
  * request (PGlite's one connection is free; on Postgres no session of the server sits idle in
  * a transaction), a client that leaves mid-upload stores nothing, a body refused mid-way
- * (over its limit) is answered as before and opens no transaction, a full disk is a 503, and
- * no file is left behind in any case. The spool goes under TMPDIR, which this file points at a
+ * (over its limit) is answered as before and opens no transaction, a full disk is a 503, so is
+ * a temporary directory the server cannot write (logged, its path not told), and no file is
+ * left behind in any case. The spool goes under TMPDIR, which this file points at a
  * directory of its own, so a test can watch the upload's file grow (the sync point that the
  * server is consuming the body) and see it gone.
  */
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { type ClientRequest, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,19 +21,31 @@ import { SPOOL_DIR_PREFIX, SPOOL_FILE_NAME } from '../../src/campaigns/spool.ts'
 import { systemClock } from '../../src/clock.ts';
 import { type Db, rowsOf } from '../../src/db/client.ts';
 import { AppError } from '../../src/errors.ts';
+import { createLogger } from '../../src/logger.ts';
 import { buildTestApp, type Json, readJson, uniq } from '../support/app.ts';
 import { createTestDatabase, describeEachEngine, type TestDatabase } from '../support/db.ts';
+import { captureLog } from '../support/log-capture.ts';
 import { eventually, startTestServer, type TestServer } from '../support/server.ts';
+import { onlyIf } from '../support/skip.ts';
 
 // a full disk on demand: while `disk.full`, every file stream opened for writing is
-// /dev/full, which refuses each write with ENOSPC as a full filesystem does
-const disk = vi.hoisted(() => ({ full: false }));
+// /dev/full, which refuses each write with ENOSPC as a full filesystem does; while
+// `disk.refuses` is a code, every such stream fails to open with it (a read-only filesystem)
+const disk = vi.hoisted(() => ({ full: false, refuses: null as string | null }));
 vi.mock('node:fs', async (importOriginal) => {
   const fs = await importOriginal<typeof import('node:fs')>();
-  const createWriteStream = ((path, options) =>
-    disk.full
-      ? fs.createWriteStream('/dev/full')
-      : fs.createWriteStream(path, options)) as typeof fs.createWriteStream;
+  const { Writable } = await import('node:stream');
+  const createWriteStream = ((path, options) => {
+    const code = disk.refuses;
+    if (code !== null) {
+      return new Writable({
+        construct(done) {
+          done(Object.assign(new Error(`${code}: refused, open '${path}'`), { code }));
+        },
+      });
+    }
+    return disk.full ? fs.createWriteStream('/dev/full') : fs.createWriteStream(path, options);
+  }) as typeof fs.createWriteStream;
   return { ...fs, createWriteStream };
 });
 
@@ -210,6 +223,7 @@ describe('a CSV upload that fails while it spools [pglite]', () => {
   }, 60_000);
   afterAll(async () => {
     disk.full = false;
+    disk.refuses = null;
     await test?.drop();
   });
 
@@ -260,6 +274,107 @@ describe('a CSV upload that fails while it spools [pglite]', () => {
     expect(transactions).toBe(before);
     expect(await campaignCount()).toBe(0);
     expect(spoolDirs()).toEqual([]);
+  });
+
+  /** A CSV upload through the app, its log kept: the answer's status, error, and the log. */
+  const uploadLogged = async () => {
+    const log = captureLog();
+    const logged = buildTestApp(test.database, { logger: createLogger('warn', log.stream) });
+    const res = await logged.app.request(`/v1/campaigns?${QUERY}`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/csv' },
+      body: HEADER + csvRows(0, 10),
+    });
+    return { status: res.status, error: (await readJson(res)).error, log: log.text() };
+  };
+  const UNWRITABLE = {
+    code: 'UNAVAILABLE',
+    message:
+      'the server cannot hold the upload (its temporary directory cannot be written); retry later',
+    details: [],
+  };
+  // root writes in a directory whatever its mode: the read-only case runs as another user only
+  const asRoot = process.getuid?.() === 0;
+
+  /** TMPDIR pointed at what `make` makes under a directory of the test's, for `use`. */
+  async function withTmpdir<T>(make: (base: string) => string, use: () => Promise<T>) {
+    const base = mkdtempSync(join(spoolRoot, 'unwritable-'));
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = make(base);
+    try {
+      return await use();
+    } finally {
+      process.env.TMPDIR = saved;
+      rmSync(base, { recursive: true, force: true });
+    }
+  }
+
+  for (const { what, runs, errno, make } of [
+    {
+      what: 'under a regular file',
+      runs: true,
+      errno: 'ENOTDIR',
+      make: (base: string) => {
+        writeFileSync(join(base, 'file'), '');
+        return join(base, 'file', 'tmp');
+      },
+    },
+    { what: 'missing', runs: true, errno: 'ENOENT', make: (base: string) => join(base, 'gone') },
+    {
+      what: 'read-only',
+      runs: !asRoot,
+      errno: 'EACCES',
+      make: (base: string) => {
+        const dir = join(base, 'read-only');
+        mkdirSync(dir, { mode: 0o500 });
+        return dir;
+      },
+    },
+  ]) {
+    it.runIf(runs)(
+      onlyIf(
+        runs,
+        `answers a temporary directory ${what} (${errno}) with 503 UNAVAILABLE, logged, opening no transaction`,
+        'running as root, whom a read-only directory does not stop',
+      ),
+      async () => {
+        const before = transactions;
+        const { status, error, log } = await withTmpdir(make, async () => {
+          async function* small() {
+            yield new TextEncoder().encode(HEADER + csvRows(0, 10));
+          }
+          const direct = createCampaignFromCsv(deps(), settings, small());
+          await expect(direct).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+          return uploadLogged();
+        });
+        expect(status).toBe(503);
+        // the client is told what, not where
+        expect(error).toEqual(UNWRITABLE);
+        expect(JSON.stringify(error)).not.toContain(spoolRoot);
+        // the operator is told where, and why
+        expect(log).toContain('the temporary directory cannot hold it');
+        expect(log).toContain(errno);
+        expect(log).toContain(spoolRoot);
+        expect(transactions).toBe(before);
+        expect(await campaignCount()).toBe(0);
+      },
+    );
+  }
+
+  it('answers a spool file it may not write (EROFS, EPERM) with 503 UNAVAILABLE', async () => {
+    for (const code of ['EROFS', 'EPERM']) {
+      disk.refuses = code;
+      try {
+        const { status, error, log } = await uploadLogged();
+        expect(status).toBe(503);
+        expect(error).toEqual(UNWRITABLE);
+        expect(log).toContain(code);
+      } finally {
+        disk.refuses = null;
+      }
+      expect(spoolDirs()).toEqual([]);
+    }
+    expect(await campaignCount()).toBe(0);
   });
 });
 

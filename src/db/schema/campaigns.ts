@@ -29,7 +29,7 @@ export const campaigns = pgTable('campaigns', {
   message: jsonb('message'),
   from: text('from').notNull(),
   lang: text('lang'),
-  /** uploading (a CSV upload being stored), scheduled, running, paused, done, cancelled */
+  /** uploading (a large campaign being stored), scheduled, running, paused, done, cancelled */
   state: text('state').notNull(),
   startAt: at('start_at').notNull(),
   perMinute: integer('per_minute').notNull(),

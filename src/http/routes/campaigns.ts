@@ -3,9 +3,11 @@
  * cancel one, and read its results per recipient (JSON, or CSV with `Accept: text/csv`).
  */
 import { createRoute, z } from '@hono/zod-openapi';
+import type { Context } from 'hono';
 import { stream } from 'hono/streaming';
 import {
   type CampaignDeps,
+  type CreateOutcome,
   createCampaign,
   createCampaignFromCsv,
 } from '../../campaigns/create.ts';
@@ -29,6 +31,7 @@ import { AppError, type ErrorDetail } from '../../errors.ts';
 import { issuesToDetails } from '../../zod-issues.ts';
 import { auditItems } from '../audit.ts';
 import { CAMPAIGN_CSV_BODY, incompleteBody } from '../body.ts';
+import type { AppEnv } from '../env.ts';
 import { errorBody, errorCodes } from '../operation-errors.ts';
 import { newRouter } from '../router.ts';
 import { needs } from '../scopes.ts';
@@ -302,6 +305,25 @@ const cancel = stateRoute(
   'Cancel: recipients not yet called are cancelled; calls in progress finish',
 );
 
+/** A campaign stored, answered 201 with its rows' tallies (and its audit row told). */
+async function created(c: Context<AppEnv>, db: Db, made: CreateOutcome) {
+  c.set('audit', {
+    created: { campaigns: auditItems([made.id]) },
+    ...(made.rejectedCount > 0 && { rejected: { recipients: made.rejectedCount } }),
+  });
+  const view = await getCampaign(db, made.id);
+  return c.json(
+    {
+      ...view,
+      accepted: made.accepted,
+      duplicates: made.duplicates,
+      rejected: made.rejected,
+      rejectedCount: made.rejectedCount,
+    },
+    201,
+  );
+}
+
 export function campaignRoutes(deps: CampaignDeps & { readDb?: Db }) {
   const app = newRouter();
   // reads (the list, a campaign, its results) through the read replica when there is one
@@ -316,46 +338,19 @@ export function campaignRoutes(deps: CampaignDeps & { readDb?: Db }) {
       throw validationError([{ path: 'body', code: 'REQUIRED', message: 'the CSV is missing' }]);
     }
     // the request's end (the client gone, or its connection closed at shutdown) stops the upload
-    const made = await createCampaignFromCsv(
-      deps,
-      settings,
-      countedBody(body, CAMPAIGN_CSV_BODY),
-      c.req.raw.signal,
-    );
-    c.set('audit', {
-      created: { campaigns: auditItems([made.id]) },
-      ...(made.rejectedCount > 0 && { rejected: { recipients: made.rejectedCount } }),
+    const made = await createCampaignFromCsv(deps, settings, countedBody(body, CAMPAIGN_CSV_BODY), {
+      signal: c.req.raw.signal,
+      logger: c.get('logger'),
     });
-    const view = await getCampaign(deps.db, made.id);
-    return c.json(
-      {
-        ...view,
-        accepted: made.accepted,
-        duplicates: made.duplicates,
-        rejected: made.rejected,
-        rejectedCount: made.rejectedCount,
-      },
-      201,
-    );
+    return created(c, deps.db, made);
   });
   app.openapi(create, async (c) => {
-    // a JSON body (a CSV one was taken by the handler above)
-    const made = await createCampaign(deps, c.req.valid('json') as CreateCampaignRequest);
-    c.set('audit', {
-      created: { campaigns: auditItems([made.id]) },
-      ...(made.rejected.length > 0 && { rejected: { recipients: made.rejected.length } }),
+    // a JSON body (a CSV one was taken by the handler above): as large a one is stored in
+    // batches, and stopped by the request's end likewise
+    const made = await createCampaign(deps, c.req.valid('json') as CreateCampaignRequest, {
+      signal: c.req.raw.signal,
     });
-    const view = await getCampaign(deps.db, made.id);
-    return c.json(
-      {
-        ...view,
-        accepted: made.accepted,
-        duplicates: made.duplicates,
-        rejected: made.rejected,
-        rejectedCount: made.rejected.length,
-      },
-      201,
-    );
+    return created(c, deps.db, made);
   });
   app.openapi(list, async (c) => c.json(await listCampaigns(readDb, c.req.valid('query')), 200));
   app.openapi(getOne, async (c) => c.json(await getCampaign(readDb, c.req.valid('param').id), 200));
