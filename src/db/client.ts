@@ -530,8 +530,10 @@ export async function pipelinedTransaction<T>(
     : conn;
   // postgres.js sends each query a microtask after `execute()` (or `await`) in call order, and
   // a connection's queries in the order they were sent: BEGIN goes first, before anything fn
-  // runs, and in the same write as fn's first statement
-  const begun = run.unsafe('begin').execute();
+  // runs, and in the same write as fn's first statement. Not through `run`, which throws once
+  // aborted: nothing between the reservation and the `finally` that releases it may throw
+  const begun = conn.unsafe('begin').execute();
+  issued.push(begun as unknown as CancellableQuery);
   begun.catch(() => {}); // its failure fails fn's first statement too; awaited below
   // the deadline: cancel the statement Postgres runs now (the connection's active query), and
   // send nothing more; `cancelled` settles once Postgres has taken the request

@@ -87,6 +87,46 @@ describeEachEngine('pipelinedTransaction', (ctx) => {
     },
   );
 
+  // the signal is the postgres driver's (a cancel request); PGlite has no other session to wait on
+  it.runIf(ctx.engine === 'postgres')(
+    onlyIf(
+      ctx.engine === 'postgres',
+      'stops at its signal, keeps nothing, and gives its connection back, aborted before or during',
+      'a statement to cancel needs the postgres driver, not PGlite',
+    ),
+    async () => {
+      const early = new AbortController();
+      early.abort(new Error('too late already'));
+      // more than the pool's connections: one kept by an aborted transaction would stall these
+      const refused = await Promise.allSettled(
+        Array.from({ length: 12 }, (_, i) =>
+          pipelinedTransaction(db, (_tx, last) => last(insert(-1 - i)), early.signal),
+        ),
+      );
+      expect(refused.map((r) => r.status)).toEqual(Array(12).fill('rejected'));
+      const during = new AbortController();
+      const err = await pipelinedTransaction(
+        db,
+        async (tx, last) => {
+          await tx.execute(insert(-20));
+          during.abort(new Error('the deadline'));
+          return last(insert(-21));
+        },
+        during.signal,
+      ).catch((e: unknown) => e);
+      expect((err as Error).message).toBe('the deadline');
+      // negative ids: the test below counts those from 100 up
+      expect((await ids()).filter((id) => id < 0)).toEqual([]);
+      // every pooled connection once more, each must start clean
+      await Promise.all(
+        Array.from({ length: 10 }, (_, i) =>
+          pipelinedTransaction(db, (_tx, last) => last(insert(-30 - i))),
+        ),
+      );
+      expect((await ids()).filter((id) => id < 0)).toHaveLength(10);
+    },
+  );
+
   it('leaves no connection inside a transaction, however the transactions ended', async () => {
     const runs = Array.from({ length: 30 }, (_, i) => 100 + i);
     await Promise.allSettled(
