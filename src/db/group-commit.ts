@@ -79,15 +79,12 @@ export function groupCommit<T, R>(opts: GroupCommitOptions<T, R>): (item: T) => 
   const deadlineMs = opts.deadlineMs ?? BATCH_DEADLINE_MS;
   const one =
     opts.single ?? (async (item: T, signal: AbortSignal) => (await opts.batch([item], signal))[0]!);
-  const single = (item: T) => {
+  // `work` with the deadline: its callers answered "unavailable" at it, its signal aborted
+  const withDeadline = <X>(work: (signal: AbortSignal) => Promise<X>, what: string) => {
     const expire = new AbortController();
-    return withTimeout(
-      one(item, expire.signal),
-      deadlineMs,
-      `the database (${name}, one item alone)`,
-      expire,
-    );
+    return withTimeout(work(expire.signal), deadlineMs, `the database (${name}, ${what})`, expire);
   };
+  const single = (item: T) => withDeadline((signal) => one(item, signal), 'one item alone');
 
   function links(batch: Waiting<T, R>[]): Link[] {
     const out: Link[] = [];
@@ -99,15 +96,8 @@ export function groupCommit<T, R>(opts: GroupCommitOptions<T, R>): (item: T) => 
     try {
       const items = batch.map((w) => w.item);
       // the deadline settles this at most once: waiters are answered once, the lane freed once
-      const transaction = () => {
-        const expire = new AbortController();
-        return withTimeout(
-          opts.batch(items, expire.signal),
-          deadlineMs,
-          `the database (${name}, a batch of ${items.length})`,
-          expire,
-        );
-      };
+      const transaction = () =>
+        withDeadline((signal) => opts.batch(items, signal), `a batch of ${items.length}`);
       const results = tracingEnabled()
         ? await inSpan(
             spanName,
