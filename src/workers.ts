@@ -9,7 +9,7 @@ import { callDispatchHook, type EventDeps, fireDueTimers } from './calls/events.
 import { runCampaigns, type SchedulerDeps } from './campaigns/scheduler.ts';
 import type { Clock } from './clock.ts';
 import type { Database, LeaderLock } from './db/client.ts';
-import { errorFields } from './db/errors.ts';
+import { errorFields, withTimeout } from './db/errors.ts';
 import { ensurePartitions } from './db/partitions.ts';
 import { createEndpointRateLimiter, deliverOnce } from './events/deliver.ts';
 import { subscriptionsOf } from './events/subscriptions.ts';
@@ -111,16 +111,24 @@ const DISPATCH_POLL_MS = 200;
 export const STEP_REPORT_MS = 15_000;
 
 /**
+ * The longest a dispatcher round waits for the spoken prompts' render before it sends anyway
+ * (the render goes on; GET /prompts/{id} renders what a provider fetches before it is done):
+ * a render takes well under a second a prompt, so one still running this long is stuck, and
+ * no message, SMS included, waits on it longer.
+ */
+export const SPOKEN_WAIT_MS = 30_000;
+
+/**
  * Runs `step` repeatedly: again at once while it reports more work, else after `idleMs` (or
  * when woken; a function is asked after each step). With `waitFirst`, the first step waits
  * too. A step running longer than STEP_REPORT_MS is logged (`worker step still running`, its
- * `worker` and `runningMs`).
+ * `worker`, `runningMs` and, when the step said so through `doing`, what it was doing last).
  */
 export function loop(
   name: string,
   logger: Logger,
   idleMs: number | (() => number),
-  step: () => Promise<boolean>,
+  step: (doing: (what: string) => void) => Promise<boolean>,
   opts: { waitFirst?: boolean } = {},
 ): Loop {
   let stopped = false;
@@ -146,17 +154,21 @@ export function loop(
     while (!stopped) {
       let more = false;
       const started = Date.now();
+      // what the step said it is doing now, for the warning to name where it is stuck
+      let doing: string | undefined;
       const slow = setInterval(
         () =>
           logger.warn(
-            { worker: name, runningMs: Date.now() - started },
+            { worker: name, runningMs: Date.now() - started, ...(doing && { doing }) },
             'worker step still running',
           ),
         STEP_REPORT_MS,
       );
       slow.unref(); // never what keeps the process alive
       try {
-        more = await step();
+        more = await step((what) => {
+          doing = what;
+        });
       } catch (err) {
         logger.warn({ err: errorFields(err), worker: name }, 'worker step failed');
       } finally {
@@ -177,6 +189,27 @@ export function loop(
       await run;
     },
   };
+}
+
+/**
+ * The calls' spoken prompts rendered before a dispatcher round sends, so the provider finds
+ * them ready (src/speech/spoken.ts). A failure is logged: the call still goes, and
+ * GET /prompts/{id} renders what is missing. So is a render still running after `waitMs`
+ * (it goes on meanwhile): dispatch, SMS included, never waits on speech for longer.
+ */
+export async function renderBeforeDispatch(
+  spoken: Pick<SpokenPrompts, 'renderPending'>,
+  logger: Logger,
+  waitMs = SPOKEN_WAIT_MS,
+): Promise<void> {
+  try {
+    await withTimeout(spoken.renderPending(), waitMs, "the spoken prompts' render");
+  } catch (err) {
+    logger.warn(
+      { err: errorFields(err) },
+      'spoken prompts not rendered before dispatch; they render when fetched',
+    );
+  }
 }
 
 export function startWorkers(deps: WorkerDeps): Workers {
@@ -200,17 +233,6 @@ export function startWorkers(deps: WorkerDeps): Workers {
   };
 
   const onRecorded = callDispatchHook(deps.calls);
-  /** A failure is logged: the call still goes, and GET /prompts/{id} renders what is missing. */
-  const renderSpoken = async (spoken: SpokenPrompts) => {
-    try {
-      await spoken.renderPending();
-    } catch (err) {
-      logger.warn(
-        { err: errorFields(err) },
-        'spoken prompts not rendered before dispatch; they render when fetched',
-      );
-    }
-  };
   // true once this instance listens to OUTBOX_QUEUED (below): an idle leader then sleeps
   // until the outbox's next row is due (a retry, a campaign's window), DISPATCH_IDLE_MAX_MS
   // at most, woken at once by rows queued here (Workers.wake) or on another instance
@@ -232,10 +254,18 @@ export function startWorkers(deps: WorkerDeps): Workers {
   // on the embedded database a transaction holds the one connection for every query of the
   // process: its rounds send outside their claim's transaction (dispatchOnce, `leaseMs`)
   const embedded = deps.database.kind === 'pglite';
-  const dispatchRound = async (nextDue: boolean): Promise<DispatchResult | undefined> => {
+  const dispatchRound = async (
+    nextDue: boolean,
+    doing: (what: string) => void,
+  ): Promise<DispatchResult | undefined> => {
+    doing('asking for the leader lock');
     if (!(await isLeader())) return undefined;
     // the calls' spoken prompts first, so the provider finds them rendered (src/speech/spoken.ts)
-    if (deps.spoken) await renderSpoken(deps.spoken);
+    if (deps.spoken) {
+      doing('rendering spoken prompts');
+      await renderBeforeDispatch(deps.spoken, logger);
+    }
+    doing('claiming, sending and recording a round');
     const result = await dispatchOnce(
       {
         db: deps.database.db,
@@ -273,10 +303,10 @@ export function startWorkers(deps: WorkerDeps): Workers {
     'dispatcher',
     logger,
     () => dispatchIdleMs,
-    async () => {
+    async (doing) => {
       const woken = dispatchWoken;
       dispatchWoken = false;
-      const result = await dispatchRound(outboxHeard);
+      const result = await dispatchRound(outboxHeard, doing);
       dispatchIdleMs = idleAfter(result, woken);
       const more = wasFull(result);
       if (more) for (const lane of extraLanes) lane.wake();
@@ -285,9 +315,15 @@ export function startWorkers(deps: WorkerDeps): Workers {
   );
   for (let i = 1; i < lanes; i++) {
     extraLanes.push(
-      loop('dispatcher', logger, HOUR, async () => wasFull(await dispatchRound(false)), {
-        waitFirst: true,
-      }),
+      loop(
+        'dispatcher',
+        logger,
+        HOUR,
+        async (doing) => wasFull(await dispatchRound(false, doing)),
+        {
+          waitFirst: true,
+        },
+      ),
     );
   }
   const attacher = loop(

@@ -6,7 +6,7 @@
  */
 import { expect, it, vi } from 'vitest';
 import { createLogger } from '../src/logger.ts';
-import { loop, STEP_REPORT_MS } from '../src/workers.ts';
+import { loop, renderBeforeDispatch, SPOKEN_WAIT_MS, STEP_REPORT_MS } from '../src/workers.ts';
 import { captureLog } from './support/log-capture.ts';
 
 it('keeps a wake that comes while a step runs, and runs the next step at once', async () => {
@@ -59,7 +59,7 @@ it('sleeps the idle wait when nothing woke it', async () => {
   expect(steps).toBe(1);
 });
 
-it('says which worker is stuck in its step, every STEP_REPORT_MS, until the step ends', async () => {
+it('says which worker is stuck in its step and what it does, every STEP_REPORT_MS, until the step ends', async () => {
   vi.useFakeTimers({
     toFake: ['setInterval', 'clearInterval', 'setTimeout', 'clearTimeout', 'Date'],
   });
@@ -70,9 +70,16 @@ it('says which worker is stuck in its step, every STEP_REPORT_MS, until the step
       release = r;
     });
     let steps = 0;
-    const l = loop('stuck-worker', createLogger('warn', log.stream), 3_600_000, async () => {
+    let next!: () => void;
+    const secondPart = new Promise<void>((r) => {
+      next = r;
+    });
+    const l = loop('stuck-worker', createLogger('warn', log.stream), 3_600_000, async (doing) => {
       steps++;
-      if (steps === 1) await stuck;
+      doing('the first part');
+      await secondPart;
+      doing('the second part');
+      await stuck;
       return false;
     });
     const reports = () =>
@@ -83,10 +90,18 @@ it('says which worker is stuck in its step, every STEP_REPORT_MS, until the step
     expect(reports()).toEqual([]);
     await vi.advanceTimersByTimeAsync(1);
     expect(reports()).toEqual([
-      expect.objectContaining({ worker: 'stuck-worker', runningMs: STEP_REPORT_MS }),
+      expect.objectContaining({
+        worker: 'stuck-worker',
+        runningMs: STEP_REPORT_MS,
+        doing: 'the first part',
+      }),
     ]);
+    next();
     await vi.advanceTimersByTimeAsync(STEP_REPORT_MS);
-    expect(reports().map((e) => e.runningMs)).toEqual([STEP_REPORT_MS, 2 * STEP_REPORT_MS]);
+    expect(reports().map((e) => [e.runningMs, e.doing])).toEqual([
+      [STEP_REPORT_MS, 'the first part'],
+      [2 * STEP_REPORT_MS, 'the second part'],
+    ]);
     release();
     await vi.advanceTimersByTimeAsync(0);
     // the step ended: the loop sleeps its hour, and says nothing more
@@ -94,6 +109,41 @@ it('says which worker is stuck in its step, every STEP_REPORT_MS, until the step
     expect(reports()).toHaveLength(2);
     expect(steps).toBe(1);
     await l.stop();
+  } finally {
+    vi.useRealTimers();
+  }
+});
+
+it('sends after SPOKEN_WAIT_MS when the spoken prompts render no further, and says so', async () => {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+  try {
+    const log = captureLog();
+    // a render that never ends (a stuck speech engine)
+    const never = { renderPending: () => new Promise<number>(() => {}) };
+    let waited = false;
+    const waiting = renderBeforeDispatch(never, createLogger('warn', log.stream)).then(() => {
+      waited = true;
+    });
+    await vi.advanceTimersByTimeAsync(SPOKEN_WAIT_MS - 1);
+    expect(waited).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    await waiting;
+    const warned = log.lines.map((line) => JSON.parse(line));
+    expect(warned).toEqual([
+      expect.objectContaining({
+        msg: 'spoken prompts not rendered before dispatch; they render when fetched',
+        err: expect.objectContaining({
+          message: `the spoken prompts' render did not answer within ${SPOKEN_WAIT_MS} ms`,
+        }),
+      }),
+    ]);
+    // a render that ends in time is waited for, and nothing is said
+    const quiet = captureLog();
+    await renderBeforeDispatch(
+      { renderPending: async () => 3 },
+      createLogger('warn', quiet.stream),
+    );
+    expect(quiet.lines).toEqual([]);
   } finally {
     vi.useRealTimers();
   }

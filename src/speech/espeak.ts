@@ -19,11 +19,12 @@
  * const engine = createEspeakEngine();
  * const { samples, sampleRate } = await engine.synthesize('Добрий день', { lang: 'uk' });
  */
-import { readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import { threadId, Worker } from 'node:worker_threads';
 import { decodeWav, SILENCE_THRESHOLD } from './audio.ts';
 import {
   checkSpeechRequest,
@@ -233,9 +234,25 @@ export type EspeakWorkerReply = { id: number; startup?: EspeakStartup } & (
   | { ok: false; failure: string; loading?: boolean }
 );
 
+/**
+ * How long a request may wait for the worker thread's answer, its start and the requests
+ * ahead of it included (a 40-text batch takes about 2 s, a start under 1 s). A thread that
+ * has not answered by then is taken for stuck: it is ended, every request waiting on it fails
+ * with TIMEOUT, and the next request starts a new one, so a stuck thread never holds the
+ * renders (and the dispatcher's wait for them) for good.
+ */
+export const ESPEAK_ANSWER_MS = 60_000;
+
 interface EngineThread {
   worker: Worker;
-  pending: Map<number, { resolve: (r: EspeakWorkerReply) => void; reject: (e: Error) => void }>;
+  pending: Map<
+    number,
+    {
+      resolve: (r: EspeakWorkerReply) => void;
+      reject: (e: Error) => void;
+      timer: NodeJS.Timeout;
+    }
+  >;
   idle?: NodeJS.Timeout;
   idleMs: number;
 }
@@ -247,31 +264,56 @@ let workerStartup: EspeakStartup | undefined;
 /** The voices, from the first worker that listed them (the same engine lists the same). */
 let voicesSeen: EspeakVoices | undefined;
 
+/** The script of the worker thread run from the TypeScript sources, once built (workerScript). */
+let sourceWorker: URL | undefined;
+
 /**
- * The worker thread, started on demand. Built, it is espeak-worker.js beside this file; run
- * from the TypeScript sources (tests, `npm run dev`, the bench process), the worker loads them
- * through tsx, as its parent does.
+ * The worker thread's script. Built (dist/), it is espeak-worker.js beside this file. Run from
+ * the TypeScript sources (tests, `npm run dev`, the bench process), it is espeak-worker.ts and
+ * espeak-core.ts bundled by esbuild into one plain module, once per process, kept under
+ * node_modules/.cache by its content's hash (so that `espeak-ng` resolves from it): a worker
+ * that loaded the sources through tsx would run on Node's module hooks, a loader thread of its
+ * own per worker, whose start and end under load are what Node's hooks have deadlocked on.
  */
+function workerScript(): URL {
+  if (!fileURLToPath(import.meta.url).endsWith('.ts'))
+    return new URL('./espeak-worker.js', import.meta.url);
+  if (sourceWorker) return sourceWorker;
+  const { buildSync } = requireHere('esbuild') as typeof import('esbuild');
+  const [built] = buildSync({
+    entryPoints: [fileURLToPath(new URL('./espeak-worker.ts', import.meta.url))],
+    bundle: true,
+    packages: 'external',
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    write: false,
+    logLevel: 'warning',
+  }).outputFiles;
+  const dir = fileURLToPath(new URL('../../node_modules/.cache/switchboard/', import.meta.url));
+  const hash = createHash('sha256').update(built!.contents).digest('hex').slice(0, 16);
+  const file = join(dir, `espeak-worker-${hash}.mjs`);
+  if (!existsSync(file)) {
+    // written whole under another name first: a process starting meanwhile never reads half
+    mkdirSync(dir, { recursive: true });
+    const partial = `${file}.${process.pid}.${threadId}.tmp`;
+    writeFileSync(partial, built!.contents);
+    renameSync(partial, file);
+  }
+  sourceWorker = pathToFileURL(file);
+  return sourceWorker;
+}
+
+/** The worker thread, started on demand (its script: workerScript). */
 function startThread(idleMs: number): EngineThread {
-  const fromSource = fileURLToPath(import.meta.url).endsWith('.ts');
-  const script = new URL(`./espeak-worker.${fromSource ? 'ts' : 'js'}`, import.meta.url);
-  // tsx's ES module API (`tsx/esm/api` with the import condition), beside the CommonJS one
-  // that require resolves to
-  const tsx = fromSource
-    ? pathToFileURL(join(dirname(requireHere.resolve('tsx/esm/api')), 'index.mjs')).href
-    : '';
-  const worker = fromSource
-    ? new Worker(
-        `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(script.href)}); })`,
-        { eval: true },
-      )
-    : new Worker(script);
+  const worker = new Worker(workerScript());
   workersStarted += 1;
   const t: EngineThread = { worker, pending: new Map(), idleMs };
   worker.on('message', (reply: EspeakWorkerReply) => {
     if (reply.startup) workerStartup = { ...reply.startup, workers: workersStarted };
     const waiting = t.pending.get(reply.id);
     if (!waiting) return;
+    clearTimeout(waiting.timer);
     t.pending.delete(reply.id);
     if (reply.ok) waiting.resolve(reply);
     else {
@@ -283,17 +325,25 @@ function startThread(idleMs: number): EngineThread {
     }
     if (t.pending.size === 0) idleThread(t);
   });
-  const failed = (why: string) => {
-    clearTimeout(t.idle);
-    if (thread === t) thread = undefined;
-    for (const waiting of t.pending.values()) {
-      waiting.reject(new SpeechError('ENGINE_FAILED', `eSpeak NG's worker thread ${why}`));
-    }
-    t.pending.clear();
-  };
-  worker.on('error', (e) => failed(`failed: ${e.message}`));
-  worker.on('exit', (code) => failed(`stopped (exit code ${code})`));
+  worker.on('error', (e) => failThread(t, 'ENGINE_FAILED', `failed: ${e.message}`));
+  worker.on('exit', (code) => failThread(t, 'ENGINE_FAILED', `stopped (exit code ${code})`));
   return t;
+}
+
+/** The thread is lost (or taken for stuck): what waits on it fails, and the next ask starts another. */
+function failThread(t: EngineThread, reason: 'ENGINE_FAILED' | 'TIMEOUT', why: string): void {
+  clearTimeout(t.idle);
+  if (thread === t) thread = undefined;
+  for (const waiting of t.pending.values()) {
+    clearTimeout(waiting.timer);
+    waiting.reject(new SpeechError(reason, `eSpeak NG's worker thread ${why}`));
+  }
+  t.pending.clear();
+}
+
+/** Requests the worker thread of `createEspeakEngine` has not answered yet (0 with no thread). */
+export function espeakPendingRequests(): number {
+  return thread?.pending.size ?? 0;
 }
 
 /** Whether the worker thread of `createEspeakEngine` is running now (it ends when idle). */
@@ -323,13 +373,22 @@ type Asked = EspeakWorkerRequest extends infer R
     : never
   : never;
 
-function ask(request: Asked, idleMs: number): Promise<EspeakWorkerReply & { ok: true }> {
+function ask(
+  request: Asked,
+  idleMs: number,
+  answerMs: number,
+): Promise<EspeakWorkerReply & { ok: true }> {
   thread ??= startThread(idleMs);
   const t = thread;
   t.idleMs = idleMs;
   const id = nextRequest++;
   return new Promise((resolve, reject) => {
-    t.pending.set(id, { resolve: resolve as (r: EspeakWorkerReply) => void, reject });
+    // unanswered this long: the thread is stuck (ESPEAK_ANSWER_MS), ended with all it holds
+    const timer = setTimeout(() => {
+      failThread(t, 'TIMEOUT', `did not answer within ${answerMs} ms, and was ended`);
+      void t.worker.terminate();
+    }, answerMs);
+    t.pending.set(id, { resolve: resolve as (r: EspeakWorkerReply) => void, reject, timer });
     clearTimeout(t.idle);
     t.worker.ref();
     t.worker.postMessage({ ...request, id });
@@ -343,18 +402,19 @@ function ask(request: Asked, idleMs: number): Promise<EspeakWorkerReply & { ok: 
  * engine this returns shares the process's one thread.
  */
 export function createEspeakEngine(
-  options: { maxTextLength?: number; idleMs?: number } = {},
+  options: { maxTextLength?: number; idleMs?: number; answerMs?: number } = {},
 ): SpeechEngine {
   const idleMs = options.idleMs ?? ESPEAK_IDLE_MS;
+  const answerMs = options.answerMs ?? ESPEAK_ANSWER_MS;
   return engineOver(
     {
       async voices() {
-        voicesSeen ??= (await ask({ kind: 'voices' }, idleMs)).voices;
+        voicesSeen ??= (await ask({ kind: 'voices' }, idleMs, answerMs)).voices;
         if (!voicesSeen) throw new SpeechError('ENGINE_FAILED', 'eSpeak NG listed no voices');
         return voicesSeen;
       },
       async run(args, text) {
-        const reply = await ask({ kind: 'run', args, text }, idleMs);
+        const reply = await ask({ kind: 'run', args, text }, idleMs, answerMs);
         if (!reply.wav) throw new SpeechError('ENGINE_FAILED', 'eSpeak NG answered no audio');
         return reply.wav;
       },

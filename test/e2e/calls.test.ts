@@ -12,6 +12,7 @@ import {
   type Engine,
   type TestDatabase,
 } from '../support/db.ts';
+import { diagnose } from '../support/diagnose.ts';
 import { eventually, startTestServer, type TestServer } from '../support/server.ts';
 
 interface Scenario {
@@ -136,7 +137,7 @@ async function post(url: string, body: unknown) {
   });
 }
 
-async function runScenario(server: TestServer, s: Scenario) {
+async function runScenario(server: TestServer, s: Scenario, url: string | undefined) {
   const to = phone();
   const scripted = await post(`${server.url}/sandbox/_control/scripts`, { to, ...s.script });
   expect(scripted.status).toBe(201);
@@ -183,9 +184,9 @@ async function runScenario(server: TestServer, s: Scenario) {
     },
     20_000,
     `${s.flow} ${JSON.stringify(s.script)} to end with ${s.outcome}`,
-  ).catch((err: Error) => {
+  ).catch(async (err: Error) => {
     throw new Error(
-      `${err.message}; last seen ${JSON.stringify(seen)}; the server's last warnings:\n${server.warnings().join('')}`,
+      `${err.message}; last seen ${JSON.stringify(seen)}; the server's last warnings:\n${server.warnings().join('')}\n${await diagnose(url)}`,
     );
   });
   // a `wrong` step names what the caller did: `timeout` (silence) or the unhandled key
@@ -248,7 +249,7 @@ for (const engine of availableEngines()) {
 
         for (const s of SCENARIOS) {
           it(`${s.flow}: ${JSON.stringify(s.script)} -> ${s.outcome}`, async () => {
-            await runScenario(server, s);
+            await runScenario(server, s, db.url);
           });
         }
       });

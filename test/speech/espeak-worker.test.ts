@@ -78,6 +78,28 @@ describe('eSpeak NG in a worker thread', () => {
   });
 });
 
+describe('eSpeak NG worker thread that does not answer', () => {
+  it('is ended, fails what waited on it with TIMEOUT, and the next request starts a new one', async () => {
+    createEspeakEngine().idle!(); // no thread: the next request starts one (well over 1 ms)
+    expect(espeakWorkerRunning()).toBe(false);
+    const hurried = createEspeakEngine({ idleMs: 3_600_000, answerMs: 1 });
+    const [first, second] = await Promise.all([
+      hurried.synthesize('never in time', { lang: 'en' }).catch((e) => e),
+      hurried.synthesize('nor this', { lang: 'en' }).catch((e) => e),
+    ]);
+    for (const err of [first, second]) {
+      expect(err).toMatchObject({ name: 'SpeechError', reason: 'TIMEOUT', code: 'UNAVAILABLE' });
+      expect(err.message).toMatch(/did not answer within 1 ms/);
+    }
+    expect(espeakWorkerRunning()).toBe(false);
+    const engine = createEspeakEngine({ idleMs: 3_600_000 });
+    expect((await engine.synthesize('in time', { lang: 'en' })).samples.length).toBeGreaterThan(
+      1000,
+    );
+    engine.idle!();
+  });
+});
+
 describe('eSpeak NG memory tuning holds to the plain path', () => {
   it('writes through the output device exactly what a plain file gets', async () => {
     const device = createEspeakInProcess();
