@@ -112,9 +112,9 @@ export const STEP_REPORT_MS = 15_000;
 
 /**
  * The longest a dispatcher round waits for the spoken prompts' render before it sends anyway
- * (the render goes on; GET /prompts/{id} renders what a provider fetches before it is done):
- * a render takes well under a second a prompt, so one still running this long is stuck, and
- * no message, SMS included, waits on it longer.
+ * (the render goes on; GET /prompts/{id} renders what a provider fetches before it is done).
+ * A round's render takes seconds (eSpeak NG says a prompt in tens of milliseconds); one still
+ * running this long is stuck or unusually large, and no message, SMS included, waits longer.
  */
 export const SPOKEN_WAIT_MS = 30_000;
 
