@@ -119,10 +119,19 @@ export const STEP_REPORT_MS = 15_000;
 export const SPOKEN_WAIT_MS = 30_000;
 
 /**
+ * How long a stop waits on a worker's running step before the log names it (`stop waits for a
+ * worker step`): a stop that hangs (up to SHUTDOWN_TIMEOUT_MS in production, a test's hook
+ * timeout) then says which worker holds it and what that step was doing, well before the
+ * STEP_REPORT_MS line would.
+ */
+export const STOP_REPORT_MS = 2_000;
+
+/**
  * Runs `step` repeatedly: again at once while it reports more work, else after `idleMs` (or
  * when woken; a function is asked after each step). With `waitFirst`, the first step waits
  * too. A step running longer than STEP_REPORT_MS is logged (`worker step still running`, its
- * `worker`, `runningMs` and, when the step said so through `doing`, what it was doing last).
+ * `worker`, `runningMs` and, when the step said so through `doing`, what it was doing last),
+ * and so is one that holds a stop for longer than STOP_REPORT_MS (`stop waits for a worker step`).
  */
 export function loop(
   name: string,
@@ -137,6 +146,15 @@ export function loop(
   // a wake while a step runs is kept: the next sleep returns at once (else it was lost, and
   // what it announced waited for the next poll)
   let woken = false;
+  // the running step: when it began and what it said it is doing now (for the warnings to name
+  // where it is stuck)
+  let running: { started: number; doing?: string } | undefined;
+  const where = () =>
+    running && {
+      worker: name,
+      runningMs: Date.now() - running.started,
+      ...(running.doing && { doing: running.doing }),
+    };
   const sleep = async () => {
     if (woken) {
       woken = false;
@@ -153,26 +171,22 @@ export function loop(
     if (opts.waitFirst) await sleep();
     while (!stopped) {
       let more = false;
-      const started = Date.now();
-      // what the step said it is doing now, for the warning to name where it is stuck
-      let doing: string | undefined;
+      const current: { started: number; doing?: string } = { started: Date.now() };
+      running = current;
       const slow = setInterval(
-        () =>
-          logger.warn(
-            { worker: name, runningMs: Date.now() - started, ...(doing && { doing }) },
-            'worker step still running',
-          ),
+        () => logger.warn(where(), 'worker step still running'),
         STEP_REPORT_MS,
       );
       slow.unref(); // never what keeps the process alive
       try {
         more = await step((what) => {
-          doing = what;
+          current.doing = what;
         });
       } catch (err) {
         logger.warn({ err: errorFields(err), worker: name }, 'worker step failed');
       } finally {
         clearInterval(slow);
+        running = undefined;
       }
       if (stopped || more) continue;
       await sleep();
@@ -186,7 +200,15 @@ export function loop(
     async stop() {
       stopped = true;
       wakeUp?.();
-      await run;
+      const held = setTimeout(() => {
+        if (running) logger.warn(where(), 'stop waits for a worker step');
+      }, STOP_REPORT_MS);
+      held.unref();
+      try {
+        await run;
+      } finally {
+        clearTimeout(held);
+      }
     },
   };
 }

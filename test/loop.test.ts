@@ -6,7 +6,13 @@
  */
 import { expect, it, vi } from 'vitest';
 import { createLogger } from '../src/logger.ts';
-import { loop, renderBeforeDispatch, SPOKEN_WAIT_MS, STEP_REPORT_MS } from '../src/workers.ts';
+import {
+  loop,
+  renderBeforeDispatch,
+  SPOKEN_WAIT_MS,
+  STEP_REPORT_MS,
+  STOP_REPORT_MS,
+} from '../src/workers.ts';
 import { captureLog } from './support/log-capture.ts';
 
 it('keeps a wake that comes while a step runs, and runs the next step at once', async () => {
@@ -109,6 +115,65 @@ it('says which worker is stuck in its step and what it does, every STEP_REPORT_M
     expect(reports()).toHaveLength(2);
     expect(steps).toBe(1);
     await l.stop();
+  } finally {
+    vi.useRealTimers();
+  }
+});
+
+it('says which worker step holds a stop after STOP_REPORT_MS, and nothing when the stop is quick', async () => {
+  vi.useFakeTimers({
+    toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'],
+  });
+  try {
+    const log = captureLog();
+    let release!: () => void;
+    const stuck = new Promise<void>((r) => {
+      release = r;
+    });
+    let entered!: () => void;
+    const inStep = new Promise<void>((r) => {
+      entered = r;
+    });
+    const l = loop('holding-worker', createLogger('warn', log.stream), 3_600_000, async (doing) => {
+      doing('waiting on a lock');
+      entered();
+      await stuck;
+      return false;
+    });
+    await inStep;
+    let stopped = false;
+    const stopping = l.stop().then(() => {
+      stopped = true;
+    });
+    const held = () =>
+      log.lines
+        .map((line) => JSON.parse(line))
+        .filter((e) => e.msg === 'stop waits for a worker step');
+    await vi.advanceTimersByTimeAsync(STOP_REPORT_MS - 1);
+    expect(held()).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(held()).toEqual([
+      expect.objectContaining({
+        worker: 'holding-worker',
+        runningMs: STOP_REPORT_MS,
+        doing: 'waiting on a lock',
+      }),
+    ]);
+    expect(stopped).toBe(false);
+    release();
+    await stopping;
+    // a loop stopped while it sleeps stops at once and says nothing
+    const quiet = captureLog();
+    const idle = loop(
+      'idle-worker',
+      createLogger('warn', quiet.stream),
+      3_600_000,
+      async () => false,
+    );
+    await vi.advanceTimersByTimeAsync(0);
+    await idle.stop();
+    await vi.advanceTimersByTimeAsync(STOP_REPORT_MS);
+    expect(quiet.lines).toEqual([]);
   } finally {
     vi.useRealTimers();
   }

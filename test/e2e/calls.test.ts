@@ -12,7 +12,7 @@ import {
   type Engine,
   type TestDatabase,
 } from '../support/db.ts';
-import { diagnose } from '../support/diagnose.ts';
+import { diagnose, stopAndDrop } from '../support/diagnose.ts';
 import { eventually, startTestServer, type TestServer } from '../support/server.ts';
 
 interface Scenario {
@@ -242,10 +242,7 @@ for (const engine of availableEngines()) {
             }),
           });
         });
-        afterAll(async () => {
-          await server?.stop();
-          await db?.drop();
-        });
+        afterAll(() => stopAndDrop(server, db));
 
         for (const s of SCENARIOS) {
           it(`${s.flow}: ${JSON.stringify(s.script)} -> ${s.outcome}`, async () => {

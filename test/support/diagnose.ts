@@ -7,7 +7,10 @@
 
 import postgres from 'postgres';
 import { inject } from 'vitest';
+import { withTimeout } from '../../src/db/errors.ts';
 import { espeakPendingRequests } from '../../src/speech/espeak.ts';
+import type { TestDatabase } from './db.ts';
+import type { TestServer } from './server.ts';
 
 export async function diagnose(url: string | undefined): Promise<string> {
   const parts = [`eSpeak NG requests unanswered: ${espeakPendingRequests()}`];
@@ -50,4 +53,29 @@ export async function diagnose(url: string | undefined): Promise<string> {
     }
   }
   return parts.join('\n');
+}
+
+/**
+ * A block's teardown: `server` stopped, then `db` dropped, each within `ms`. Past that it throws
+ * naming the part that hangs, with the server's last warnings (a worker step holding the stop
+ * names itself there: `stop waits for a worker step`) and `diagnose`, instead of the bare hook
+ * timeout that says nothing.
+ */
+export async function stopAndDrop(
+  server: TestServer | undefined,
+  db: TestDatabase | undefined,
+  ms = 25_000,
+): Promise<void> {
+  const bounded = async (work: Promise<void> | undefined, what: string) => {
+    try {
+      await withTimeout(work ?? Promise.resolve(), ms, what);
+    } catch (err) {
+      throw new Error(
+        `${(err as Error).message}; the server's last warnings:\n${server?.warnings().join('') ?? ''}\n${await diagnose(db?.url)}`,
+        { cause: err },
+      );
+    }
+  };
+  await bounded(server?.stop(), "the server's stop");
+  await bounded(db?.drop(), "the test database's drop");
 }
