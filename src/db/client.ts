@@ -88,6 +88,8 @@ export interface OpenOptions {
   directUrl?: string | undefined;
   /** DATABASE_PREPARE: false sends `url`'s statements unprepared (a pooler in transaction mode) */
   prepare?: boolean;
+  /** replaces LOST_CLIENT_SETTINGS (tests: a timeout of a fraction of a second) */
+  lostClientSettings?: Readonly<Record<string, number>>;
 }
 
 /** openDatabase's options as the configuration gives them (the server, `switchboard migrate`). */
@@ -104,7 +106,12 @@ export function configuredDatabase(
 
 export async function openDatabase(opts: OpenOptions): Promise<Database> {
   if (opts.url)
-    return openPostgres(opts.url, opts.maxConnections ?? 10, sessionRoute(opts.url, opts));
+    return openPostgres(
+      opts.url,
+      opts.maxConnections ?? 10,
+      sessionRoute(opts.url, opts),
+      opts.lostClientSettings ?? LOST_CLIENT_SETTINGS,
+    );
   if (opts.pglite) return openPglite(opts.pglite);
   const dir = opts.dataDir ?? DEFAULT_DATA_DIR;
   mkdirSync(dir, { recursive: true });
@@ -222,19 +229,64 @@ function refusedIdleTimeout(err: unknown): boolean {
   return err instanceof Error && err.message.includes('idle_session_timeout');
 }
 
-async function openPostgres(url: string, max: number, route: SessionRoute): Promise<Database> {
-  const client = postgres(url, {
-    max,
-    prepare: route.poolPrepare,
-    onnotice: () => {},
-    // fail fast when the server is gone, so /readyz and the hooks can answer 503 quickly
-    connect_timeout: CONNECT_TIMEOUT_S,
-    // reconnect soon after the server is back: postgres.js's default waits 3^n/100 s after
-    // the n-th failed attempt (up to 20 s), and a busy server fails many attempts during
-    // an outage of a few seconds; capped at one second, recovery takes about that long
-    backoff: (attempt: number) => Math.min(0.05 * 2 ** attempt, 1),
-    connection: { application_name: 'switchboard' },
-  });
+/**
+ * What the pool's sessions start with on a direct Postgres, for an instance lost without
+ * closing its connections (its machine gone, the network cut: nothing reaches Postgres, whose
+ * TCP keepalive gives up after two hours by default):
+ * - `idle_in_transaction_session_timeout`: a transaction left open this long is ended and its
+ *   row locks freed. A lost instance mid-batch would otherwise keep the locks of the messages
+ *   it was updating, and every other instance's callbacks for them would wait on those locks.
+ *   Switchboard's transactions are statements back to back; the one that waits on something
+ *   else, the dispatcher's round on the provider, sets its own bound for itself (SET LOCAL).
+ * - `tcp_keepalives_*`: an idle session whose client vanished is found in about 90 s and its
+ *   connection slot freed.
+ * A pooler does not pass startup settings on (PgBouncer refuses them), so behind one the
+ * pooler's own settings do this (docs/scaling.md, "Behind PgBouncer").
+ */
+export const LOST_CLIENT_SETTINGS = {
+  idle_in_transaction_session_timeout: 60_000,
+  tcp_keepalives_idle: 60,
+  tcp_keepalives_interval: 10,
+  tcp_keepalives_count: 3,
+} as const;
+
+/** Whether the server refused a session's startup settings: a pooler's "unsupported startup parameter". */
+function refusedStartupSetting(err: unknown): boolean {
+  return err instanceof Error && err.message.includes('unsupported startup parameter');
+}
+
+async function openPostgres(
+  url: string,
+  max: number,
+  route: SessionRoute,
+  settings: Readonly<Record<string, number>>,
+): Promise<Database> {
+  const pool = (withSettings: boolean) =>
+    postgres(url, {
+      max,
+      prepare: route.poolPrepare,
+      onnotice: () => {},
+      // fail fast when the server is gone, so /readyz and the hooks can answer 503 quickly
+      connect_timeout: CONNECT_TIMEOUT_S,
+      // reconnect soon after the server is back: postgres.js's default waits 3^n/100 s after
+      // the n-th failed attempt (up to 20 s), and a busy server fails many attempts during
+      // an outage of a few seconds; capped at one second, recovery takes about that long
+      backoff: (attempt: number) => Math.min(0.05 * 2 ** attempt, 1),
+      connection: { application_name: 'switchboard', ...(withSettings && settings) },
+    });
+  // DATABASE_URL names a pooler when DATABASE_DIRECT_URL or DATABASE_PREPARE=false says so;
+  // else it is taken for Postgres itself, and a pooler that refuses the settings (one in
+  // session mode, configured as if it were Postgres) gets the pool without them
+  const direct = route.url === url && route.poolPrepare;
+  let client = pool(direct);
+  if (direct) {
+    await client`select 1`.catch(async (err: unknown) => {
+      // any other failure (the server down) is the pool's to meet, as without the probe
+      if (!refusedStartupSetting(err)) return;
+      await client.end({ timeout: 1 });
+      client = pool(false);
+    });
+  }
   const db = drizzlePostgres({ client, schema }) as unknown as Db;
   let listener: postgres.Sql | undefined;
   const ping = async (timeoutMs = 2000) => {
