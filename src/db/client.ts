@@ -250,9 +250,17 @@ export const LOST_CLIENT_SETTINGS = {
   tcp_keepalives_count: 3,
 } as const;
 
-/** Whether the server refused a session's startup settings: a pooler's "unsupported startup parameter". */
-function refusedStartupSetting(err: unknown): boolean {
-  return err instanceof Error && err.message.includes('unsupported startup parameter');
+/**
+ * Whether the server refused a session's startup `settings`: a pooler's "unsupported startup
+ * parameter: ...", or any refusal that names one of them.
+ */
+function refusedStartupSetting(err: unknown, settings: Readonly<Record<string, unknown>>): boolean {
+  if (!(err instanceof Error)) return false;
+  const { message } = err;
+  return (
+    message.includes('startup parameter') ||
+    Object.keys(settings).some((name) => message.includes(name))
+  );
 }
 
 async function openPostgres(
@@ -282,7 +290,7 @@ async function openPostgres(
   if (direct) {
     await client`select 1`.catch(async (err: unknown) => {
       // any other failure (the server down) is the pool's to meet, as without the probe
-      if (!refusedStartupSetting(err)) return;
+      if (!refusedStartupSetting(err, settings)) return;
       await client.end({ timeout: 1 });
       client = pool(false);
     });

@@ -132,6 +132,23 @@ describe('a transaction whose instance was lost', () => {
     },
   );
 
+  it.runIf(onPostgres)(
+    onlyIf(
+      onPostgres,
+      'opens without the settings where the server refuses one by name',
+      NO_POSTGRES,
+    ),
+    async () => {
+      // Postgres refuses a setting it does not know, naming it (as an older server or another
+      // pooler might refuse one of LOST_CLIENT_SETTINGS): the pool opens again without them
+      const database = await open({
+        url: db!.url!,
+        lostClientSettings: { switchboard_no_such_setting: 1 },
+      });
+      expect(await show(database, 'application_name')).toBe('switchboard');
+    },
+  );
+
   it.runIf(onPostgres && hasBouncer)(
     onlyIf(
       onPostgres && hasBouncer,
