@@ -14,6 +14,7 @@ import type { Db, Tx } from '../../src/db/client.ts';
 import { campaignRecipients } from '../../src/db/schema/index.ts';
 import { createRandom } from '../../src/sandbox/random.ts';
 import { describeEachEngine } from '../support/db.ts';
+import { ODD_JSON_VALUES } from '../support/odd-json.ts';
 
 /** The plain insert the JSON one replaces, as it was: drizzle's multi-row insert. */
 async function plainInsert(
@@ -43,24 +44,6 @@ async function plainInsert(
   return stored.length;
 }
 
-const ODD_VALUES: unknown[] = [
-  'Ann',
-  'Олена',
-  '日本語 🎉',
-  'quote " and \' apostrophe',
-  'back\\slash \\u0041 not an escape',
-  'line\nbreak\ttab',
-  '',
-  0,
-  -1.5,
-  1e21,
-  Number.MAX_SAFE_INTEGER,
-  true,
-  null,
-  { nested: { deeper: ['a', 1, null] } },
-  [],
-];
-
 function recipients(seed: number, count: number, firstLine: number): CheckedRecipient[] {
   const random = createRandom(seed);
   const pick = <T>(xs: readonly T[]) => xs[random.int(xs.length)]!;
@@ -70,7 +53,7 @@ function recipients(seed: number, count: number, firstLine: number): CheckedReci
     line: firstLine + i,
     phone: pick(phones),
     vars: Object.fromEntries(
-      Array.from({ length: 1 + random.int(3) }, (_, k) => [`v${k}`, pick(ODD_VALUES)]),
+      Array.from({ length: 1 + random.int(3) }, (_, k) => [`v${k}`, pick(ODD_JSON_VALUES)]),
     ),
     lang: random.next() < 0.5 ? null : pick(['en', 'uk', 'pl']),
   }));
