@@ -18,6 +18,9 @@
  * - The audit log by token or by route (`GET /v1/audit?token=`, `?route=`) walks
  *   `audit_log_token_idx` or `audit_log_route_idx` (migration 0027): before, a rare token's
  *   page read every newer row of the log.
+ * - The scheduler's round and a campaigns list by state (`GET /v1/campaigns?state=`) read the
+ *   campaigns of their states through `campaigns_state_id_idx` (migration 0028): before, each
+ *   round read every campaign ever made, four times.
  */
 import { readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
@@ -25,11 +28,16 @@ import { expect, it } from 'vitest';
 import { CALL_STATES, LIVE_CALL_STATES } from '../../src/calls/deps.ts';
 import { callsByState, listCalls } from '../../src/calls/read.ts';
 import { compileReplayDraft, replayFlow } from '../../src/calls/replay.ts';
+import { listCampaigns } from '../../src/campaigns/read.ts';
+import { runCampaigns } from '../../src/campaigns/scheduler.ts';
+import { NO_HOLIDAYS } from '../../src/campaigns/windows.ts';
 import { type Db, rowsOf, type Tx } from '../../src/db/client.ts';
 import { listAudit } from '../../src/http/audit.ts';
+import { createLogger } from '../../src/logger.ts';
 import { listMessages } from '../../src/messages/read.ts';
 import { submitMessages } from '../../src/messages/submit.ts';
 import { numberMessageIds } from '../../src/privacy/erasure.ts';
+import { buildTestApp } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
 
 const MINUTE = 60_000;
@@ -429,5 +437,46 @@ describeEachEngine('lists and gauges as the tables grow', (ctx) => {
     );
     expect(next.result.items[0]!.requestId).toBe(`seed-${ROWS - 50}`);
     expect(next.read).toBeLessThanOrEqual(51 + PLANNING);
+  });
+
+  it('reads only the live campaigns in a scheduler round and a list by state, however many are done', async () => {
+    // one a minute, ids in time order: the three oldest scheduled (in 2099), the rest done
+    const ms = `(${T0}::bigint + i * ${MINUTE})`;
+    await db().execute(sql`
+      insert into campaigns (id, name, flow_id, "from", state, start_at, per_minute, retry,
+                             paced_at, created_at, updated_at, finished_at)
+      select ${sql.raw(`(lpad(to_hex(${ms}), 12, '0') || '7' || substr(md5(i::text), 1, 3) || '8' ||
+                          substr(md5(i::text), 4, 15))::uuid`)},
+             'seed-' || i, 'appointment-reminder', 'Clinic',
+             case when i <= 3 then 'scheduled' else 'done' end,
+             case when i <= 3 then timestamptz '2099-01-01' else timestamptz '2026-01-05' end,
+             60, '{"on": ["failed"], "after": "1h", "maxAttempts": 1}'::jsonb,
+             timestamptz '2026-01-05', timestamptz '2026-01-05', timestamptz '2026-01-05',
+             case when i <= 3 then null else timestamptz '2026-01-05' end
+      from generate_series(1, ${ROWS}::int) i`);
+    await db().execute(sql`analyze campaigns`);
+    const listed = await counted(db(), 'campaigns', (tx) =>
+      listCampaigns(tx, { state: 'scheduled', limit: 50 }),
+    );
+    expect(listed.result.items.map((c) => c.name)).toEqual(['seed-3', 'seed-2', 'seed-1']);
+    // without the index: the 2 997 done campaigns newer than them as well
+    expect(listed.read).toBeLessThanOrEqual(3);
+    // one scheduler round with nothing due, its transactions made savepoints of one, so that
+    // what they read is counted
+    const app = buildTestApp(ctx.database());
+    const round = await counted(db(), 'campaigns', (tx) =>
+      runCampaigns({
+        ...app.calls,
+        db: tx as unknown as Db,
+        logger: createLogger('silent'),
+        window: { from: '00:00', to: '23:59' },
+        holidays: NO_HOLIDAYS,
+        capPerDay: undefined,
+      }),
+    );
+    expect(round.result).toBe(false);
+    // the scheduled ones, once (not due); without the index every campaign at each of the
+    // round's four questions (stale uploads, due, running, finished)
+    expect(round.read).toBeLessThanOrEqual(3);
   });
 });

@@ -21,33 +21,42 @@ const at = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' 
  * recipients' `next_at`: the leader's loop releases what is due, so a restart or another
  * instance neither loses nor repeats an attempt.
  */
-export const campaigns = pgTable('campaigns', {
-  id: uuid('id').primaryKey(),
-  name: text('name'),
-  /** what each recipient gets: a call of `flow_id`, or the message template `message` */
-  flowId: text('flow_id'),
-  message: jsonb('message'),
-  from: text('from').notNull(),
-  lang: text('lang'),
-  /** uploading (a large campaign being stored), scheduled, running, paused, done, cancelled */
-  state: text('state').notNull(),
-  startAt: at('start_at').notNull(),
-  perMinute: integer('per_minute').notNull(),
-  maxConcurrent: integer('max_concurrent'),
-  /** `{ from, to, days? }`; null: the project's default window */
-  window: jsonb('window'),
-  /** `{ on: [...], after, maxAttempts }` */
-  retry: jsonb('retry').notNull(),
-  /**
-   * Pacing (a token bucket kept here): starts are released up to `per_minute` per minute
-   * counted from this instant, which moves forward by what each release used.
-   */
-  pacedAt: at('paced_at').notNull(),
-  recipients: integer('recipients').notNull().default(0),
-  createdAt: at('created_at').notNull().defaultNow(),
-  updatedAt: at('updated_at').notNull().defaultNow(),
-  finishedAt: at('finished_at'),
-});
+export const campaigns = pgTable(
+  'campaigns',
+  {
+    id: uuid('id').primaryKey(),
+    name: text('name'),
+    /** what each recipient gets: a call of `flow_id`, or the message template `message` */
+    flowId: text('flow_id'),
+    message: jsonb('message'),
+    from: text('from').notNull(),
+    lang: text('lang'),
+    /** uploading (a large campaign being stored), scheduled, running, paused, done, cancelled */
+    state: text('state').notNull(),
+    startAt: at('start_at').notNull(),
+    perMinute: integer('per_minute').notNull(),
+    maxConcurrent: integer('max_concurrent'),
+    /** `{ from, to, days? }`; null: the project's default window */
+    window: jsonb('window'),
+    /** `{ on: [...], after, maxAttempts }` */
+    retry: jsonb('retry').notNull(),
+    /**
+     * Pacing (a token bucket kept here): starts are released up to `per_minute` per minute
+     * counted from this instant, which moves forward by what each release used.
+     */
+    pacedAt: at('paced_at').notNull(),
+    recipients: integer('recipients').notNull().default(0),
+    createdAt: at('created_at').notNull().defaultNow(),
+    updatedAt: at('updated_at').notNull().defaultNow(),
+    finishedAt: at('finished_at'),
+  },
+  (t) => [
+    // the scheduler's every round asks for campaigns by state (uploading, scheduled, running),
+    // and a list by state walks its own entries newest first: both read the live few, however
+    // many campaigns are done (a campaign changes state a handful of times in its life)
+    index('campaigns_state_id_idx').on(t.state, t.id),
+  ],
+);
 
 /**
  * A campaign's recipient: one per number (a number listed twice is called once), with its
