@@ -5,11 +5,29 @@
  * const call = await getCall(db, id);
  * call.path // [{ menu: 'main', attempt: 1, key: '1', at: '...' }]
  */
-import { and, asc, count, desc, eq, inArray, lt, type SQL } from 'drizzle-orm';
+import {
+  and,
+  asc,
+  count,
+  desc,
+  eq,
+  getTableColumns,
+  gte,
+  inArray,
+  lt,
+  type SQL,
+} from 'drizzle-orm';
 import { z } from 'zod';
 import type { Db, Queryable } from '../db/client.ts';
-import { createdWithin } from '../db/created-within.ts';
-import { type CallRow, callEvents, calls, flowStats, messages } from '../db/schema/index.ts';
+import { createdIds, createdWithin } from '../db/created-within.ts';
+import {
+  type CallRow,
+  callEvents,
+  callRecipients,
+  calls,
+  flowStats,
+  messages,
+} from '../db/schema/index.ts';
 import { AppError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
 import { decodeCursor, encodeCursor } from '../messages/read.ts';
@@ -187,21 +205,35 @@ export interface CallFilter {
   cursor?: string | undefined;
 }
 
-/** Newest first, keyset pages by id (UUIDv7). */
+/**
+ * Newest first, keyset pages by id (UUIDv7). By phone number the page walks `call_recipients`
+ * (its key ends in the call id, so the cursor and a time span bound that walk) and reads each
+ * call by id.
+ */
 export async function listCalls(db: Queryable, filter: CallFilter) {
   const limit = filter.limit ?? 50;
+  const id = filter.to ? callRecipients.callId : calls.id;
   const where: SQL[] = [];
   if (filter.flow) where.push(eq(calls.flowId, filter.flow));
-  if (filter.to) where.push(eq(calls.to, filter.to));
+  if (filter.to) where.push(eq(callRecipients.to, filter.to));
   if (filter.state) where.push(eq(calls.state, filter.state));
   if (filter.outcome) where.push(eq(calls.outcome, filter.outcome));
+  // the id bounds on both sides of the join: either can be walked by its key
   where.push(...createdWithin(calls, filter.since, undefined));
-  if (filter.cursor) where.push(lt(calls.id, decodeCursor(filter.cursor)));
-  const rows = await db
-    .select()
-    .from(calls)
+  const from = filter.since && createdIds(filter.since, undefined).from;
+  if (filter.to && from) where.push(gte(callRecipients.callId, from));
+  if (filter.cursor) {
+    const below = decodeCursor(filter.cursor);
+    where.push(lt(calls.id, below));
+    if (filter.to) where.push(lt(callRecipients.callId, below));
+  }
+  const all = db.select(getTableColumns(calls)).from(calls).$dynamic();
+  const rows = await (filter.to
+    ? all.innerJoin(callRecipients, eq(callRecipients.callId, calls.id))
+    : all
+  )
     .where(and(...where))
-    .orderBy(desc(calls.id))
+    .orderBy(desc(id))
     .limit(limit + 1);
   const page = rows.slice(0, limit);
   return {

@@ -134,7 +134,7 @@ function addMessages(subject: Subject, found: MessageKeys[]) {
 export function numberMessageIds(phone: string): SQL {
   return sql`select message_id from message_recipients where "to" = ${phone}
     union all
-    select id from messages where call_id in (select id from calls where "to" = ${phone})`;
+    select id from messages where call_id in (select call_id from call_recipients where "to" = ${phone})`;
 }
 
 /**
@@ -160,7 +160,9 @@ const lockMessagesAndCalls: ErasureStep = {
     );
     const calls = await rows<{ id: string; message_id: string }>(
       tx,
-      sql`select id, message_id from calls where "to" = ${s.phone} order by id for update`,
+      sql`select id, message_id from calls
+          where id in (select call_id from call_recipients where "to" = ${s.phone})
+          order by id for update`,
     );
     s.callIds = calls.map((c) => c.id);
     s.callMessageIds = calls.map((c) => c.message_id);

@@ -45,8 +45,8 @@ export const calls = pgTable(
     ...timestamps,
   },
   (t) => [
+    // by phone number: call_recipients, written once instead of at every update that is not HOT
     index('calls_flow_id_idx').on(t.flowId, t.id),
-    index('calls_to_id_idx').on(t.to, t.id),
     index('calls_message_id_idx').on(t.messageId),
     // a list by state or outcome walks its own entries, newest first, however many calls
     // there are of other kinds; the switchboard_calls gauge counts the live states here. An

@@ -1,6 +1,7 @@
 export * from './api-tokens.ts';
 export * from './audit-log.ts';
 export * from './call-events.ts';
+export * from './call-recipients.ts';
 export * from './calls.ts';
 export * from './campaigns.ts';
 export * from './console-sessions.ts';
