@@ -19,6 +19,7 @@ import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import { databaseDown } from './db/availability.ts';
 import type { Database, Db } from './db/client.ts';
+import { partitionHealth } from './db/partitions.ts';
 import type { ReadReplica } from './db/replica.ts';
 import { createEndpointStore } from './events/endpoints.ts';
 import { apiAuth } from './http/api-auth.ts';
@@ -130,6 +131,7 @@ export function databaseGauges(database: Database): MetricReaders {
   return {
     outboxDepth: whileUp(outboxDepth),
     callsByState: whileUp(callsByState),
+    partitions: whileUp((db) => partitionHealth(db, new Date())),
     databaseUp: () => availability.up,
   };
 }

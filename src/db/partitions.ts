@@ -137,6 +137,48 @@ function dayOf(ms: number): string {
   return new Date(Math.floor(ms / DAY_MS) * DAY_MS).toISOString().slice(0, 10);
 }
 
+/** Rows of a default partition counted at most, so a scrape stays short however many wait. */
+export const DEFAULT_ROWS_COUNTED = 10_000;
+
+/** What `/metrics` says of one partitioned table (`partitionHealth`). */
+export interface PartitionHealth {
+  table: PartitionedTable;
+  /**
+   * UTC days from today on whose partition is made, in a row: 0 when today's is missing (its
+   * rows go to the default partition); PARTITIONS_AHEAD_DAYS + 1 when every day made ahead is
+   */
+  daysAhead: number;
+  /** rows in the table's default partition, counted up to DEFAULT_ROWS_COUNTED */
+  defaultRows: number;
+}
+
+/**
+ * Whether the day partitions keep ahead of the rows, per table: the days made from today on,
+ * and the rows that fell into the default partition instead (a day that could not be made;
+ * rows older than every day made). Read from the catalog and one bounded count per table.
+ */
+export async function partitionHealth(db: Queryable, now: Date): Promise<PartitionHealth[]> {
+  const days = new Set((await listPartitions(db)).map((p) => `${p.table} ${dayOf(p.fromMs)}`));
+  const counts = rowsOf<{ t: string; n: number | string }>(
+    await db.execute(
+      sql.join(
+        PARTITIONED.map(
+          ({ table }) => sql`select ${table}::text as t, count(*) as n from (
+            select 1 from ${sql.identifier(`${table}_default`)} limit ${DEFAULT_ROWS_COUNTED}) d`,
+        ),
+        sql` union all `,
+      ),
+    ),
+  );
+  const today = Math.floor(now.getTime() / DAY_MS) * DAY_MS;
+  return PARTITIONED.map(({ table }) => {
+    let daysAhead = 0;
+    while (days.has(`${table} ${dayOf(today + daysAhead * DAY_MS)}`)) daysAhead++;
+    const defaultRows = Number(counts.find((c) => c.t === table)?.n ?? 0);
+    return { table, daysAhead, defaultRows };
+  });
+}
+
 /**
  * Makes the day partitions that are missing, on every partitioned table: today's and the
  * `aheadDays` days after it (UTC), and the days whose events are waiting in the default

@@ -4,6 +4,7 @@
  */
 import type { MiddlewareHandler } from 'hono';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { DEFAULT_ROWS_COUNTED, type PartitionHealth } from '../db/partitions.ts';
 import type { AppEnv } from './env.ts';
 
 export interface Metrics {
@@ -35,6 +36,8 @@ export interface Metrics {
 export interface MetricReaders {
   outboxDepth(): Promise<number>;
   callsByState(): Promise<{ state: string; count: number }[]>;
+  /** the day partitions of the append-only tables: days made ahead, rows in the default */
+  partitions(): Promise<PartitionHealth[]>;
   /** false while the database is known down and requests that need it are refused (db/availability.ts) */
   databaseUp(): boolean;
 }
@@ -49,6 +52,45 @@ export function createMetrics(readers?: MetricReaders): Metrics {
       if (readers) this.set(readers.databaseUp() ? 1 : 0);
     },
   });
+  // both partition gauges from one read a scrape: prom-client collects the metrics at once
+  let partitions: Promise<PartitionHealth[]> | undefined;
+  const readPartitions = (r: MetricReaders) => {
+    partitions ??= r.partitions().finally(() => {
+      partitions = undefined;
+    });
+    return partitions;
+  };
+  const partitionGauge = (
+    name: string,
+    help: string,
+    value: (h: PartitionHealth) => number,
+  ): Gauge<'table'> =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['table'],
+      registers: [registry],
+      async collect() {
+        if (!readers) return;
+        try {
+          const health = await readPartitions(readers);
+          this.reset();
+          for (const h of health) this.set({ table: h.table }, value(h));
+        } catch {
+          // the database is down: /readyz says so; the scrape still answers
+        }
+      },
+    });
+  partitionGauge(
+    'switchboard_partition_days_ahead',
+    "UTC days from today on whose day partition is made, in a row, per partitioned table (0: today's rows go to the default partition)",
+    (h) => h.daysAhead,
+  );
+  partitionGauge(
+    'switchboard_partition_default_rows',
+    `Rows in the default partition of each partitioned table (a day that could not be made), counted up to ${DEFAULT_ROWS_COUNTED}`,
+    (h) => h.defaultRows,
+  );
   return {
     callbacks: new Counter({
       name: 'switchboard_callbacks_total',

@@ -12,7 +12,14 @@ import type { Clock } from '../../src/clock.ts';
 import { type Db, rowsOf } from '../../src/db/client.ts';
 import { INBOX_REFS } from '../../src/db/inbox-refs.ts';
 import { migrateDatabase } from '../../src/db/migrate.ts';
-import { dropPartitionsBefore, ensurePartitions, listPartitions } from '../../src/db/partitions.ts';
+import {
+  DEFAULT_ROWS_COUNTED,
+  dropPartitionsBefore,
+  ensurePartitions,
+  listPartitions,
+  PARTITIONED,
+  partitionHealth,
+} from '../../src/db/partitions.ts';
 import { deliveryAttempts, eventDeliveries, outgoingEvents } from '../../src/db/schema/index.ts';
 import { recordEvents } from '../../src/events/record.ts';
 import { replayEvent } from '../../src/events/replay.ts';
@@ -171,6 +178,42 @@ describeEachEngine('day partitions', (ctx) => {
     });
     expect(later).not.toContain(dayName('message_events', older));
     expect(await homes(db(), kept)).toEqual(['message_events_default']);
+  });
+
+  it('says how many days are made ahead and how many rows wait in the default partition', async () => {
+    const at = (day: number) => new Date(D0 + day * DAY + 3_600_000);
+    const of = async (day: number) =>
+      Object.fromEntries(
+        (await partitionHealth(db(), at(day))).map((h) => [h.table, [h.daysAhead, h.defaultRows]]),
+      );
+    await ensurePartitions(db(), at(180), 3);
+    const made = await of(180);
+    expect(Object.keys(made).sort()).toEqual(PARTITIONED.map((t) => t.table).sort());
+    for (const [daysAhead] of Object.values(made)) expect(daysAhead).toBe(4);
+    // the next day is counted from its own start: one fewer ahead
+    for (const [daysAhead] of Object.values(await of(181))) expect(daysAhead).toBe(3);
+
+    // a day in the middle that could not be made: the days after it do not count
+    await db().execute(sql`drop table ${sql.identifier(dayName('call_events', D0 + 182 * DAY))}`);
+    const gap = await of(180);
+    expect(gap.call_events![0]).toBe(2);
+    expect(gap.message_events![0]).toBe(4);
+
+    // a day none was made for: nothing ahead, and its events fall into the default partition
+    const before = (await of(190)).message_events!;
+    expect(before[0]).toBe(0);
+    const waiting = uuidv7(at(190).getTime());
+    await addEvent(db(), waiting, at(190));
+    expect((await of(190)).message_events).toEqual([0, before[1]! + 1]);
+
+    // counted up to the bound, however many wait
+    await db().execute(sql`
+      insert into message_events (message_id, status, source, at, received_at)
+      select ${STRAY}, 'queued', 'api', now(), now()
+      from generate_series(1, ${DEFAULT_ROWS_COUNTED}::int)`);
+    expect((await of(190)).message_events![1]).toBe(DEFAULT_ROWS_COUNTED);
+    // left as found for the tests after this one
+    await db().execute(sql`delete from message_events where message_id in (${STRAY}, ${waiting})`);
   });
 
   it('reads a message’s events from its own partition only, even as a generic plan', async () => {
