@@ -182,7 +182,8 @@ export async function measureRead(
     const refs = recent.map((i) => `${opts.prefix}${i}`);
     ids = (
       await ctx.db.sql<{ id: string }[]>`
-        select id from messages where customer_message_id = any(${refs}::text[])`
+        select message_id as id from message_customer_ids
+        where customer_message_id = any(${refs}::text[])`
     ).map((r) => r.id);
     const warm = performance.now();
     await warmMessages(ctx, ids, refs);
@@ -219,15 +220,16 @@ async function inWindows(
 
 /**
  * Touches what a read of each message by any of its refs touches and the lookup of `ids`
- * by customerMessageId (its index and the rows) did not: the primary key, the messageId
- * index, and the events through their index (every day partition's: a message's events are
+ * by customerMessageId (message_customer_ids' key) did not: the primary key and the rows, the
+ * provider ids' key (message_provider_ids), and the events through their index (every day partition's: a message's events are
  * in its day's).
  */
 async function warmMessages(ctx: BenchContext, ids: string[], refs: string[]): Promise<void> {
   const sql = ctx.db.sql;
   // whole rows (`m::text`), so the heap pages are read too, not only an index-only scan's
   await sql`select sum(length(m::text)) from messages m where id = any(${ids}::uuid[])`;
-  await sql`select sum(length(m::text)) from messages m where provider_message_id = any(${refs.map((r) => `pm-${r}`)}::text[])`;
+  await sql`select sum(length(k::text)) from message_provider_ids k
+    where provider_message_id = any(${refs.map((r) => `pm-${r}`)}::text[])`;
   await sql`select sum(length(e::text)) from message_events e where message_id = any(${ids}::uuid[])`;
 }
 

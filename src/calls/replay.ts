@@ -293,8 +293,9 @@ async function readPage(
             'removed', m.content_removed_at is not null)
           order by e.id)
         from call_events e
-        left join messages m
-          on e.kind = 'follow-up' and m.customer_message_id = e.detail->>'customerMessageId'
+        left join message_customer_ids k
+          on e.kind = 'follow-up' and k.customer_message_id = e.detail->>'customerMessageId'
+        left join messages m on m.id = k.message_id
         where e.call_id = c.id
           and e.kind in ('key', 'status', 'timer-fired', 'follow-up', 'follow-up-rejected',
             'outcome')

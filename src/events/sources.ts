@@ -226,7 +226,8 @@ function endedSource(plan: CallPlan, msg: boolean): SQL {
             select u.id, u.cmid, u.type, 'queued' from jsonb_to_recordset(${followUps}::jsonb)
               as u(call_id uuid, id uuid, cmid text, type text, "to" text)
             where u.call_id = v.id
-              and not exists (select 1 from messages m where m.customer_message_id = u.cmid)
+              and not exists (select 1 from message_customer_ids k
+                              where k.customer_message_id = u.cmid)
               and not exists (select 1 from opt_outs o where o.phone = u."to")) f),
         'at', ${isoSql(sql`v.ended_at`)}) as data,
       v.ended_at as at, null::text as endpoint

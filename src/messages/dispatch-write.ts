@@ -104,14 +104,20 @@ export async function recordOutcomes(
         as v("messageId" uuid, "outboxId" bigint, status text, "providerMessageId" text,
              "messagelistId" bigint, parts int, error jsonb, detail jsonb)
       where m.id = v."messageId"${onlyQueued ? sql` and exists (select 1 from outbox o where o.id = v."outboxId")` : sql``}
-      returning m.id, v."outboxId" as outbox_id, v.status,
+      returning m.id, v."providerMessageId" as pmid, v."outboxId" as outbox_id, v.status,
         coalesce(v.detail, jsonb_build_object('messageId', v."providerMessageId",
           'messagelistId', v."messagelistId", 'parts', v.parts)) as detail
         ${events ? sql`, m.customer_message_id, m.call_id` : sql``}),
     e as (
       insert into message_events (message_id, status, source, detail, at, received_at)
       select u.id, u.status, 'dispatch', u.detail, ${at}::timestamptz, ${at}::timestamptz
-      from u)${events ? sql`, ${eventsFrom(dispatchSource(at))}` : sql``}
+      from u),
+    -- the provider id's key (src/db/schema/message-keys.ts), written here and not by a row
+    -- trigger, which would cost a plpgsql call per message; one already there is kept
+    pk as (
+      insert into message_provider_ids (provider_message_id, message_id)
+      select u.pmid, u.id from u where u.pmid is not null
+      on conflict do nothing)${events ? sql`, ${eventsFrom(dispatchSource(at))}` : sql``}
     delete from outbox where id = any(array(select outbox_id from u))${onlyQueued ? sql` returning id` : sql``}`,
   );
   return onlyQueued ? new Set(rows.map((r) => String(r.id))) : undefined;

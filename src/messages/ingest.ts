@@ -66,8 +66,10 @@ export async function attachPending(deps: IngestDeps, limit = 500): Promise<numb
       await tx.execute(sql`
         select p.id, p.inbox_id, p.detail, p.received_at
         from pending_events p
-        where exists (select 1 from messages m where m.customer_message_id = p.customer_message_id)
-           or exists (select 1 from messages m where m.provider_message_id = p.provider_message_id)
+        where exists (select 1 from message_customer_ids k
+                      where k.customer_message_id = p.customer_message_id)
+           or exists (select 1 from message_provider_ids k
+                      where k.provider_message_id = p.provider_message_id)
         order by p.id
         limit ${limit}
         for update of p skip locked`),

@@ -33,8 +33,9 @@ export const LOCKED_COLUMNS = sql`id, customer_message_id as cmid, provider_mess
 /**
  * CTEs `found` (the candidates' ids) and `locked` (their rows, locked in id order). Ids travel
  * as JSON parameters, so the text is the same whatever the batch's size. Each lookup is one
- * index probe per key (a lateral subquery with a limit): a prepared statement keeps a generic
- * plan, and `= any(...)` was once planned as a sequential scan for good (docs/performance.md).
+ * index probe per key in the keys' tables (src/db/schema/message-keys.ts; a lateral
+ * subquery): a prepared statement keeps a generic plan, and `= any(...)` was once planned as a
+ * sequential scan for good (docs/performance.md).
  */
 export function lockedSql(what: LockWhat): SQL {
   const found =
@@ -45,12 +46,12 @@ export function lockedSql(what: LockWhat): SQL {
       : sql`found as (
         select m.id from jsonb_array_elements_text(${JSON.stringify(customerIds(what.events))}::jsonb) k(v)
           cross join lateral (
-            select id from messages where customer_message_id = k.v limit 1) m
+            select message_id as id from message_customer_ids where customer_message_id = k.v) m
         union
         select m.id from jsonb_array_elements_text(${JSON.stringify(providerIds(what.events))}::jsonb) k(v)
           cross join lateral (
-            select id from messages where provider_message_id = k.v
-            order by id desc limit 1) m)`;
+            select message_id as id from message_provider_ids where provider_message_id = k.v
+            order by message_id desc limit 1) m)`;
   return sql`${found},
       locked as (
         select l.* from (select id from found order by id) f

@@ -13,7 +13,6 @@ import {
   eq,
   getTableColumns,
   lt,
-  or,
   type Placeholder,
   type SQL,
   sql,
@@ -65,13 +64,18 @@ export async function findMessage(db: Queryable, ref: string): Promise<MessageRo
   return byPrecedence(rows, ref, (r) => r);
 }
 
-/** The rows a ref may name: by id (when it is one), customerMessageId or messageId. */
+/**
+ * The rows a ref may name: by id (when it is one), customerMessageId or messageId, the two
+ * through their keys' tables (src/db/schema/message-keys.ts), as one array of ids so that
+ * messages is read by its key.
+ */
 function refMatch(ref: string | Placeholder, withId: boolean) {
-  return or(
-    ...(withId ? [eq(messages.id, ref)] : []),
-    eq(messages.customerMessageId, ref),
-    eq(messages.providerMessageId, ref),
-  );
+  return sql`${messages.id} = any(array(
+    ${withId ? sql`select ${ref}::uuid union all` : sql``}
+    select message_id from message_customer_ids where customer_message_id = ${ref}
+    union all
+    (select message_id from message_provider_ids where provider_message_id = ${ref}
+     order by message_id desc limit 1)))`;
 }
 
 type RefKeys = Pick<MessageRow, 'id' | 'customerMessageId' | 'providerMessageId'>;

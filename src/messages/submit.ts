@@ -240,10 +240,12 @@ export function prepareMessages(
 
 /**
  * The statement parts that store prepared messages, as common table expressions to put after
- * `with`: `msg` inserts the messages (a customerMessageId that already exists is skipped, ON
- * CONFLICT DO NOTHING, so concurrent requests cannot store it twice; with `unlessOptedOut`, so
- * is a message to a number on the opt-out list) and returns the ids it inserted; `msg_events` and `msg_outbox` give each of those its first timeline event and its
- * outbox row (the outbox row commits with its message: nothing accepted is ever left unsent).
+ * `with`: `msg_keys` claims the messages' customerMessageIds (src/db/schema/message-keys.ts; one
+ * that already exists is skipped, ON CONFLICT DO NOTHING, so concurrent requests cannot store it
+ * twice; with `unlessOptedOut`, so is a message to a number on the opt-out list) and `msg`
+ * inserts the messages whose key it got and returns their ids; `msg_events` and `msg_outbox`
+ * give each of those its first timeline event and its outbox row (the outbox row commits with
+ * its message: nothing accepted is ever left unsent).
  * The rows travel as one JSON parameter, so the text is the same whatever their number:
  * no bind-parameter limit, and no query building per row (call runtime: one statement with
  * its other writes). With `events`, `msg` also returns what the `queued` steps' events need
@@ -272,17 +274,24 @@ export function messageInserts(
     updated_at: r.updatedAt ?? now,
   }));
   const at = now.toISOString();
-  return sql`msg as (
+  return sql`msg_rows as (
+      select * from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+        as v(id uuid, customer_message_id text, type text, "from" text, "to" text, payload jsonb,
+             status text, parts int, expires_at timestamptz, call_id uuid, role text,
+             created_at timestamptz, updated_at timestamptz)
+      ${unlessOptedOut ? sql`where not exists (select 1 from opt_outs o where o.phone = v."to")` : sql``}),
+    msg_keys as (
+      insert into message_customer_ids (customer_message_id, message_id)
+      select customer_message_id, id from msg_rows
+      on conflict (customer_message_id) do nothing
+      returning message_id),
+    msg as (
       insert into messages (id, customer_message_id, type, "from", "to", payload, status, parts,
                             expires_at, call_id, role, created_at, updated_at)
       select v.id, v.customer_message_id, v.type, v."from", v."to", v.payload, v.status, v.parts,
              v.expires_at, v.call_id, v.role, v.created_at, v.updated_at
-      from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-        as v(id uuid, customer_message_id text, type text, "from" text, "to" text, payload jsonb,
-             status text, parts int, expires_at timestamptz, call_id uuid, role text,
-             created_at timestamptz, updated_at timestamptz)
-      ${unlessOptedOut ? sql`where not exists (select 1 from opt_outs o where o.phone = v."to")` : sql``}
-      on conflict (customer_message_id) do nothing
+      from msg_rows v
+      where v.id in (select message_id from msg_keys)
       returning id, parts${events ? QUEUED_RETURNING : sql``}),
     msg_events as (
       insert into message_events (message_id, status, source, detail, at, received_at)
@@ -346,7 +355,8 @@ async function storedUnder(tx: Tx, skipped: PreparedMessage[]): Promise<Map<stri
                m.content_removed_at is not null as removed
         from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
           as v(customer_message_id text, payload jsonb)
-        join messages m on m.customer_message_id = v.customer_message_id`,
+        join message_customer_ids k on k.customer_message_id = v.customer_message_id
+        join messages m on m.id = k.message_id`,
   );
   return new Map(found.map((r) => [r.customer_message_id, r]));
 }

@@ -24,6 +24,7 @@ import { submitMessages } from '../../src/messages/submit.ts';
 import type { RecordResult } from '../../src/messages/timeline.ts';
 import { phone, uniq } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
+import { recordAccepted } from '../support/dispatched.ts';
 import { captureLog } from '../support/log-capture.ts';
 
 const logger = createLogger('silent');
@@ -73,16 +74,10 @@ describeEachEngine('status poller', (ctx) => {
   async function accepted(pmid: string, extra: Record<string, unknown> = {}) {
     const cmid = uniq('poll');
     const before = new Date(clock.now().getTime() - HOUR);
-    await submitMessages({ db: db(), clock: { now: () => before } }, [
+    const { results } = await submitMessages({ db: db(), clock: { now: () => before } }, [
       { from: 'Acme', to: phone(), type: 'sms', text: 'x', customerMessageId: cmid, ...extra },
     ]);
-    await db()
-      .update(messages)
-      .set({ status: 'accepted', providerMessageId: pmid, updatedAt: before })
-      .where(eq(messages.customerMessageId, cmid));
-    await db().execute(
-      sql`delete from outbox where message_id = (select id from messages where customer_message_id = ${cmid})`,
-    );
+    await recordAccepted(db(), [{ id: results[0]!.id!, providerMessageId: pmid }], before);
     return cmid;
   }
 

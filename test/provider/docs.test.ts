@@ -56,6 +56,7 @@ import { createSandbox, type Sandbox } from '../../src/sandbox/app.ts';
 import { createManualClock } from '../../src/sandbox/clock.ts';
 import { buildTestApp, type Json, json, phone, readJson } from '../support/app.ts';
 import { describeEachEngine } from '../support/db.ts';
+import { recordAccepted } from '../support/dispatched.ts';
 import { onlyIf } from '../support/skip.ts';
 import { listen } from './helpers.ts';
 
@@ -623,7 +624,9 @@ describeEachEngine('docs fixtures over HTTP', (ctx) => {
       .update(messages)
       .set({ providerMessageId: null })
       .where(eq(messages.providerMessageId, providerMessageId));
-    await db().update(messages).set({ providerMessageId, status }).where(eq(messages.id, id));
+    // given as the dispatch gives it (with its key), then moved to `status`
+    await recordAccepted(db(), [{ id, providerMessageId }], new Date());
+    await db().update(messages).set({ status }).where(eq(messages.id, id));
     return id;
   }
 

@@ -11,6 +11,7 @@ export * from './idempotency-keys.ts';
 export * from './inbound-messages.ts';
 export * from './inbox.ts';
 export * from './message-events.ts';
+export * from './message-keys.ts';
 export * from './message-recipients.ts';
 export * from './messages.ts';
 export * from './outbox.ts';

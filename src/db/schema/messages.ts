@@ -12,7 +12,10 @@ export const messages = pgTable(
   {
     // UUIDv7: time-ordered, so the id doubles as a stable list cursor.
     id: uuid('id').primaryKey(),
-    customerMessageId: text('customer_message_id').notNull().unique(),
+    // looked up through message_customer_ids (its key keeps it to one message) and
+    // message_provider_ids, written once, not through indexes here: a status move cannot be
+    // HOT, so every index of messages takes an entry at each (src/db/schema/message-keys.ts)
+    customerMessageId: text('customer_message_id').notNull(),
     providerMessageId: text('provider_message_id'),
     messagelistId: bigint('messagelist_id', { mode: 'number' }),
     type: text('type').notNull(),
@@ -45,8 +48,6 @@ export const messages = pgTable(
     ...timestamps,
   },
   (t) => [
-    // lookups by the provider's id (callbacks, GET /v1/messages/{ref})
-    index('messages_provider_message_id_idx').on(t.providerMessageId),
     // list filters, each ending in id so the cursor walks the index (by phone number and by
     // type: message_recipients, written once instead of at every status move)
     index('messages_status_id_idx').on(t.status, t.id),
