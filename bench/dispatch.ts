@@ -6,6 +6,7 @@
  */
 import { type BenchContext, round, sleep } from './context.ts';
 import { seedMessages } from './lib/database.ts';
+import { benchIdPattern } from './lib/ids.ts';
 import { cpuSeconds, metricValue, postgresSampler, scrape } from './lib/metrics.ts';
 
 export interface DispatchBench {
@@ -88,7 +89,7 @@ export async function benchDispatch(ctx: BenchContext, prefix = 'b-'): Promise<D
     metricValue(metricsAfter, name, labels) - metricValue(metricsBefore, name, labels);
   const [lists] = await ctx.db.sql`
     select count(distinct messagelist_id)::int as n from messages
-    where customer_message_id like ${`${prefix}%`} and messagelist_id is not null`;
+    where customer_message_id like ${benchIdPattern(prefix)} and messagelist_id is not null`;
   // the seeding's own time counts only from the commit: before it the rows were invisible
   const seconds = (end - committed) / 1000;
   const requests = lists!.n as number;

@@ -20,6 +20,7 @@ import { dirname, join } from 'node:path';
 import { type BenchContext, CALLBACK_HEADERS, round, sleep } from './context.ts';
 import { type Child, LISTENING, spawnChild } from './lib/children.ts';
 import { seedMessages } from './lib/database.ts';
+import { benchCustomerId, benchProviderId } from './lib/ids.ts';
 import { type LoadResult, percentile, runLoad } from './lib/load.ts';
 import { type CpuUse, cpuMeter } from './lib/metrics.ts';
 
@@ -115,8 +116,8 @@ export async function benchEvents(ctx: BenchContext): Promise<EventsBench> {
       path: '/hooks/delivery',
       body: JSON.stringify({
         eventId: `${PREFIX}${i}:sent`,
-        customerMessageId: `${PREFIX}${i}`,
-        messageId: `pm-${PREFIX}${i}`,
+        customerMessageId: benchCustomerId(PREFIX, i),
+        messageId: benchProviderId(PREFIX, i),
         status: 'sent',
         timestamp: new Date().toISOString(),
         channel: 'sms',

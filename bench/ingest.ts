@@ -12,6 +12,7 @@
 import { type BenchContext, CALLBACK_HEADERS, round } from './context.ts';
 import type { Child } from './lib/children.ts';
 import { seedMessages } from './lib/database.ts';
+import { benchCustomerId, benchProviderId } from './lib/ids.ts';
 import { type LoadResult, runLoad } from './lib/load.ts';
 import { type CpuUse, cpuMeter } from './lib/metrics.ts';
 import { median, medianRun, peerRounds } from './peers.ts';
@@ -73,8 +74,8 @@ export function deliveryCallbacks(prefix: string, messages: number) {
       path: '/hooks/delivery',
       body: JSON.stringify({
         eventId: `${prefix}${i}:${status}:${n}`,
-        customerMessageId: `${prefix}${i}`,
-        messageId: `pm-${prefix}${i}`,
+        customerMessageId: benchCustomerId(prefix, i),
+        messageId: benchProviderId(prefix, i),
         status,
         timestamp: new Date().toISOString(),
         channel: 'sms',

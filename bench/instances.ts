@@ -57,6 +57,7 @@ import {
   DEFAULT_ADMIN_URL,
   seedMessages,
 } from './lib/database.ts';
+import { benchCustomerId, benchIdInSet, benchIdPattern, benchProviderId } from './lib/ids.ts';
 import { type LoadResult, runLoad } from './lib/load.ts';
 import {
   cpuSeconds,
@@ -183,8 +184,8 @@ async function ingestPart(
       path: '/hooks/delivery',
       body: JSON.stringify({
         eventId: `${INGEST_PREFIX}${i}:${status}:${n}.${pass}:${k}`,
-        customerMessageId: `${INGEST_PREFIX}${i}`,
-        messageId: `pm-${INGEST_PREFIX}${i}`,
+        customerMessageId: benchCustomerId(INGEST_PREFIX, i),
+        messageId: benchProviderId(INGEST_PREFIX, i),
         status,
         timestamp: new Date().toISOString(),
         channel: 'sms',
@@ -317,7 +318,7 @@ async function dispatchPart(
         from: 'Bench',
         to: phone('+38050', i),
         text: `Your order ${i} is on its way`,
-        customerMessageId: `${prefix}${i}`,
+        customerMessageId: benchCustomerId(prefix, i),
       };
     });
     const res = await fetch(`${s.proxy.url}/v1/messages`, {
@@ -593,7 +594,7 @@ async function handover(
   const drainSeconds = round((performance.now() - killed) / 1000, 2);
   const [recorded] = await s.db.sql<{ at: Date | null }[]>`
     select min(updated_at) as at from messages
-    where customer_message_id like ${`${HANDOVER_PREFIX}%`} and updated_at > ${new Date(killedAt)}`;
+    where customer_message_id like ${benchIdPattern(HANDOVER_PREFIX)} and updated_at > ${new Date(killedAt)}`;
   s.instances = s.instances.filter((i) => i !== leader);
   let lockAt: number | undefined;
   let newLeader: string | null = null;
@@ -683,7 +684,7 @@ interface SandboxMessage {
 function sentOnce(all: SandboxMessage[], prefix: string, expected: number) {
   const ids = all
     .map((m) => m.customerMessageId)
-    .filter((id): id is string => id?.startsWith(prefix) === true);
+    .filter((id): id is string => benchIdInSet(id, prefix));
   const distinct = new Set(ids).size;
   return {
     expected,
@@ -1052,7 +1053,7 @@ async function main(): Promise<void> {
       // (its last request, still being read when it died), whatever its later messages' times
       const lists = new Map<number, number>();
       for (const m of records) {
-        if (!m.customerMessageId?.startsWith(HANDOVER_PREFIX)) continue;
+        if (!benchIdInSet(m.customerMessageId, HANDOVER_PREFIX)) continue;
         const t = Date.parse(m.acceptedAt);
         lists.set(m.messagelistId, Math.min(lists.get(m.messagelistId) ?? t, t));
       }
@@ -1064,7 +1065,7 @@ async function main(): Promise<void> {
         const dead = new Set([...lists].filter(([, t]) => t < claimAt).map(([id]) => id));
         h.result.deadLeaderAcceptedAfterKill = records.filter(
           (m) =>
-            m.customerMessageId?.startsWith(HANDOVER_PREFIX) &&
+            benchIdInSet(m.customerMessageId, HANDOVER_PREFIX) &&
             dead.has(m.messagelistId) &&
             Date.parse(m.acceptedAt) >= h.killedAt,
         ).length;

@@ -6,6 +6,7 @@
  */
 import { type BenchContext, round } from './context.ts';
 import { seedMessages } from './lib/database.ts';
+import { benchCustomerId, benchIdPattern, benchProviderId } from './lib/ids.ts';
 import { type LoadResult, runLoad } from './lib/load.ts';
 import { type CpuUse, cpuMeter } from './lib/metrics.ts';
 
@@ -40,8 +41,8 @@ export function messageReads(
       kind === 0 && ids.length > 0
         ? ids[Math.floor(Math.random() * ids.length)]!
         : kind === 1
-          ? `${prefix}${pick()}`
-          : `pm-${prefix}${pick()}`;
+          ? benchCustomerId(prefix, pick())
+          : benchProviderId(prefix, pick());
     return { path: `/v1/messages/${encodeURIComponent(ref)}` };
   };
 }
@@ -73,7 +74,7 @@ export async function benchRead(ctx: BenchContext): Promise<ReadBench> {
 
   // a sample of real Switchboard ids (random over the table), for a third of the refs
   const idRows = await ctx.db.sql<{ id: string }[]>`
-    select id from messages tablesample system (1) where customer_message_id like ${`${PREFIX}%`} limit 20000`;
+    select id from messages tablesample system (1) where customer_message_id like ${benchIdPattern(PREFIX)} limit 20000`;
   const ids = idRows.map((r) => r.id);
   const request = messageReads(PREFIX, count, ids);
   await runLoad({ url: ctx.server.url, seconds: 3, connections: 10, method: 'GET', request });

@@ -16,6 +16,7 @@ import { retentionCutoff, runRetention } from '../../src/privacy/retention.ts';
 import { type BenchContext, CALLBACK_HEADERS, round } from '../context.ts';
 import { deliveryCallbacks } from '../ingest.ts';
 import { seedMessages } from '../lib/database.ts';
+import { benchCustomerId, benchIdPattern } from '../lib/ids.ts';
 import { type LoadResult, runLoad } from '../lib/load.ts';
 import {
   type CpuUse,
@@ -174,12 +175,12 @@ export async function measureRead(
     ids = (
       await ctx.db.sql<{ id: string }[]>`
         select id from messages tablesample system (${percent})
-        where customer_message_id like ${`${opts.prefix}%`} limit 30000`
+        where customer_message_id like ${benchIdPattern(opts.prefix)} limit 30000`
     ).map((r) => r.id);
   } else {
     const recent = recentMessages(opts.count, opts.recentDays, 30_000);
     pick = () => recent[Math.floor(Math.random() * recent.length)]!;
-    const refs = recent.map((i) => `${opts.prefix}${i}`);
+    const refs = recent.map((i) => benchCustomerId(opts.prefix, i));
     ids = (
       await ctx.db.sql<{ id: string }[]>`
         select message_id as id from message_customer_ids
@@ -241,6 +242,8 @@ export type TableSizes = Record<string, { totalBytes: number; indexBytes: number
 
 export const TABLES = [
   'messages',
+  'message_customer_ids',
+  'message_provider_ids',
   'message_recipients',
   'message_events',
   'inbox',
@@ -251,7 +254,7 @@ export const TABLES = [
 /**
  * The tables' sizes, a partitioned table's summed over its partitions (the parent of one
  * holds no rows), so the figures mean the same whichever schema the database has (a table it
- * does not have, inbox_keys before migration 0019 or message_recipients before 0024, counts
+ * does not have, inbox_keys before migration 0019, message_recipients before 0024 or the ids' tables before 0030, counts
  * 0).
  */
 export async function tableSizes(ctx: BenchContext): Promise<TableSizes> {

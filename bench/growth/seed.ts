@@ -5,7 +5,7 @@
  * days (options.ts `spreadOffsetMs`), its five timeline events (queued by the API, accepted
  * by the dispatch, sent, delivered and read by callbacks) and the three callback bodies the
  * inbox keeps for those, as `/hooks/delivery` stores them (dedup key, body, outcome), each
- * received when its event happened. Message `i` is `prefix` + i, the provider's `pm-` + that.
+ * received when its event happened. Message `i`'s ids are `benchCustomerId(prefix, i)` and `benchProviderId` (bench/lib/ids.ts).
  * A chunk's rows are written in time order, so within a chunk a day's rows lie together as
  * in a table that filled day by day (the whole history is a chunk count of such runs).
  *
@@ -16,6 +16,7 @@
 import type postgres from 'postgres';
 import { KEYS_TIMED_SINCE } from '../../src/messages/inbox.ts';
 import { PHONE_SQL, uuidv7SqlAt } from '../lib/database.ts';
+import { benchCustomerIdSql, benchProviderIdSql } from '../lib/ids.ts';
 import { SPREAD_MS, SPREAD_STEP_MS } from './options.ts';
 
 const CHUNK = 250_000;
@@ -153,9 +154,9 @@ export async function seedHistory(
          m as (
            insert into messages (id, customer_message_id, provider_message_id, type, "from", "to",
                                  payload, status, parts, created_at, updated_at)
-           select ${uuidv7SqlAt(ms)}, $6 || i, 'pm-' || $6 || i, 'sms', 'Bench', ${PHONE_SQL},
+           select ${uuidv7SqlAt(ms)}, ${benchCustomerIdSql('$6', 'i')}, ${benchProviderIdSql('$6', 'i')}, 'sms', 'Bench', ${PHONE_SQL},
                   jsonb_build_object('from', 'Bench', 'to', ${PHONE_SQL}, 'type', 'sms',
-                    'text', 'Your order ' || i || ' is on its way', 'customerMessageId', $6 || i),
+                    'text', 'Your order ' || i || ' is on its way', 'customerMessageId', ${benchCustomerIdSql('$6', 'i')}),
                   'read', 1, t, t + interval '4 seconds'
            from s
            returning id, customer_message_id as cmid, created_at),

@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { OUTBOX_QUEUED } from '../../src/workers.ts';
+import { benchCustomerIdSql, benchProviderIdSql } from './ids.ts';
 
 export const DEFAULT_ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -71,7 +72,8 @@ const UUIDV7_SQL = uuidv7SqlAt('floor(extract(epoch from clock_timestamp()) * 10
 
 /**
  * Messages as the API would have stored them (status, payload, first timeline event); with
- * `outbox`, queued for the dispatcher. Their customerMessageIds are `prefix` + 1..count.
+ * `outbox`, queued for the dispatcher. Their customerMessageIds are those of the set `prefix`
+ * (`benchCustomerId`, bench/lib/ids.ts), 1..count.
  */
 export async function seedMessages(
   sql: postgres.Sql,
@@ -97,11 +99,11 @@ export async function seedMessages(
         `with m as (
            insert into messages (id, customer_message_id, provider_message_id, type, "from", "to",
                                  payload, status, parts, created_at, updated_at)
-           select ${UUIDV7_SQL}, $1 || i,
-                  case when $3 = 'queued' then null else 'pm-' || $1 || i end,
+           select ${UUIDV7_SQL}, ${benchCustomerIdSql('$1', 'i')},
+                  case when $3 = 'queued' then null else ${benchProviderIdSql('$1', 'i')} end,
                   'sms', 'Bench', ${PHONE_SQL},
                   jsonb_build_object('from', 'Bench', 'to', ${PHONE_SQL}, 'type', 'sms',
-                    'text', 'Your order ' || i || ' is on its way', 'customerMessageId', $1 || i),
+                    'text', 'Your order ' || i || ' is on its way', 'customerMessageId', ${benchCustomerIdSql('$1', 'i')}),
                   $3, 1, now(), now()
            from generate_series($2::int, $4::int) as i
            returning id, created_at),

@@ -14,6 +14,14 @@ import {
   withinGoal,
 } from '../../bench/growth/options.ts';
 import { seededKeySql } from '../../bench/growth/seed.ts';
+import {
+  benchCustomerId,
+  benchCustomerIdSql,
+  benchIdInSet,
+  benchIdPattern,
+  benchProviderId,
+  benchProviderIdSql,
+} from '../../bench/lib/ids.ts';
 import { diskReadKb } from '../../bench/lib/metrics.ts';
 import { rowsOf } from '../../src/db/client.ts';
 import { dedupKey } from '../../src/messages/inbox.ts';
@@ -174,5 +182,44 @@ describeEachEngine("the growth bench's seeded dedup keys", (ctx) => {
         expect(row?.key).toBe(dedupKey('delivery', body, switched));
       }
     }
+  });
+});
+
+describeEachEngine("the benches' message ids", (ctx) => {
+  it('are the same made in SQL as in TypeScript, in random order, each naming its set', async () => {
+    const db = ctx.database().db;
+    const prefixes = ['a-', 'gi0-w1-', 'g-'];
+    for (const prefix of prefixes) {
+      const rows = rowsOf<{ i: number; cmid: string; pmid: string }>(
+        await db.execute(
+          sql.raw(
+            `select i, ${benchCustomerIdSql(`'${prefix}'`, 'i')} as cmid, ${benchProviderIdSql(`'${prefix}'`, 'i')} as pmid
+             from generate_series(1, 200) as i order by i`,
+          ),
+        ),
+      );
+      expect(rows).toHaveLength(200);
+      for (const r of rows) {
+        expect(r.cmid).toBe(benchCustomerId(prefix, r.i));
+        expect(r.pmid).toBe(benchProviderId(prefix, r.i));
+        for (const other of prefixes) expect(benchIdInSet(r.cmid, other)).toBe(other === prefix);
+      }
+      // in random order: sorted, consecutive messages are no longer neighbours
+      const sorted = rows.map((r) => r.cmid).sort();
+      const neighbours = sorted.filter(
+        (id, k) => k > 0 && id.endsWith(`.${prefix}${Number(sorted[k - 1]!.split(prefix)[1]) + 1}`),
+      );
+      expect(neighbours.length).toBeLessThan(20);
+    }
+    const [like] = rowsOf<{ n: number }>(
+      await db.execute(
+        sql.raw(
+          `select count(*)::int as n from (select ${benchCustomerIdSql("'g-'", 'i')} as id from generate_series(1, 50) as i
+           union all select ${benchCustomerIdSql("'gi0-w1-'", 'i')} from generate_series(1, 50) as i) s
+           where id like '${benchIdPattern('g-')}'`,
+        ),
+      ),
+    );
+    expect(like?.n).toBe(50);
   });
 });
