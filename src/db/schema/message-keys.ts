@@ -7,7 +7,9 @@ import { pgTable, primaryKey, text, uuid } from 'drizzle-orm/pg-core';
  * Written once, when a message is made. As an index of `messages` it took an entry at every
  * status move (those updates are not HOT), at a random page when clients' ids are random
  * (UUIDs), which outgrows memory as the table grows (docs/performance.md, "A status move with
- * random customer and provider ids"). Triggers on `messages` keep it (migration 0030).
+ * random customer and provider ids"). Triggers on `messages` keep it (migration 0030). Its key
+ * carries message_id too (`INCLUDE`, migration 0031, which drizzle cannot express), so a
+ * lookup can read the key alone.
  */
 export const messageCustomerIds = pgTable('message_customer_ids', {
   customerMessageId: text('customer_message_id').primaryKey(),
