@@ -16,7 +16,7 @@ import { retentionCutoff, runRetention } from '../../src/privacy/retention.ts';
 import { type BenchContext, CALLBACK_HEADERS, round } from '../context.ts';
 import { deliveryCallbacks } from '../ingest.ts';
 import { seedMessages } from '../lib/database.ts';
-import { benchCustomerId, benchIdPattern } from '../lib/ids.ts';
+import { benchCustomerId, benchIdPattern, providerIdOf } from '../lib/ids.ts';
 import { type LoadResult, runLoad } from '../lib/load.ts';
 import {
   type CpuUse,
@@ -230,7 +230,7 @@ async function warmMessages(ctx: BenchContext, ids: string[], refs: string[]): P
   // whole rows (`m::text`), so the heap pages are read too, not only an index-only scan's
   await sql`select sum(length(m::text)) from messages m where id = any(${ids}::uuid[])`;
   await sql`select sum(length(k::text)) from message_provider_ids k
-    where provider_message_id = any(${refs.map((r) => `pm-${r}`)}::text[])`;
+    where provider_message_id = any(${refs.map(providerIdOf)}::text[])`;
   await sql`select sum(length(e::text)) from message_events e where message_id = any(${ids}::uuid[])`;
 }
 

@@ -19,7 +19,12 @@ export function benchCustomerId(prefix: string, i: number): string {
 }
 
 export function benchProviderId(prefix: string, i: number): string {
-  return `pm-${benchCustomerId(prefix, i)}`;
+  return providerIdOf(benchCustomerId(prefix, i));
+}
+
+/** The provider's id of the bench message whose customerMessageId is `customerId`. */
+export function providerIdOf(customerId: string): string {
+  return `pm-${customerId}`;
 }
 
 /** `benchCustomerId` in SQL, of two SQL expressions (a text and an integer). */
