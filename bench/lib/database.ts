@@ -106,15 +106,15 @@ export async function seedMessages(
                     'text', 'Your order ' || i || ' is on its way', 'customerMessageId', ${benchCustomerIdSql('$1', 'i')}),
                   $3, 1, now(), now()
            from generate_series($2::int, $4::int) as i
-           returning id, created_at),
+           returning id, created_at, octet_length(payload::text) as payload_bytes),
          e as (
            insert into message_events (message_id, status, source, detail, at, received_at)
            select m.id, (array['queued','accepted','sent','delivered','read'])[1 + (e - 1) % 5],
                   case when e = 1 then 'api' when e = 2 then 'dispatch' else 'callback' end,
                   jsonb_build_object('parts', 1), m.created_at + e * interval '1 second', now()
            from m cross join generate_series(1, $5::int) as e)
-         insert into outbox (message_id, available_at)
-         select id, now() - interval '1 second' from m where $6::boolean`,
+         insert into outbox (message_id, available_at, payload_bytes)
+         select id, now() - interval '1 second', payload_bytes from m where $6::boolean`,
         [opts.prefix, from, status, to, events, opts.outbox],
       );
     });

@@ -292,7 +292,7 @@ export function messageInserts(
              v.expires_at, v.call_id, v.role, v.created_at, v.updated_at
       from msg_rows v
       where v.id in (select message_id from msg_keys)
-      returning id, parts${events ? QUEUED_RETURNING : sql``}),
+      returning id, parts, octet_length(payload::text) as payload_bytes${events ? QUEUED_RETURNING : sql``}),
     msg_events as (
       insert into message_events (message_id, status, source, detail, at, received_at)
       select id, 'queued', 'api',
@@ -300,8 +300,8 @@ export function messageInserts(
              ${at}::timestamptz, ${at}::timestamptz
       from msg),
     msg_outbox as (
-      insert into outbox (message_id, available_at, trace_parent)
-      select id, ${at}::timestamptz, ${activeTraceparent() ?? null}::text from msg)`;
+      insert into outbox (message_id, available_at, trace_parent, payload_bytes)
+      select id, ${at}::timestamptz, ${activeTraceparent() ?? null}::text, payload_bytes from msg)`;
 }
 
 /**

@@ -26,6 +26,14 @@ export const outbox = pgTable(
      * round that sends it links back to it; null when tracing is off
      */
     traceParent: text('trace_parent'),
+    /**
+     * bytes of the message's payload as the dispatcher sends it (`octet_length(payload::text)`),
+     * written with the row (migration 0032): a round fits its list to MESSAGELIST_BYTES on this
+     * column, so it reads (and detoasts) only the payloads it sends. Before, every locked row's
+     * payload was read to be measured: a backlog of calls (20-45 KB each, 30 to a list) read
+     * up to 5000 of them a round to send 30.
+     */
+    payloadBytes: integer('payload_bytes').notNull(),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
   // the dispatcher's claim query walks this index in order
