@@ -366,3 +366,51 @@ describeMigration(31, 'over keys stored before it', (migrated) => {
     expect(claimed).toEqual([]);
   });
 });
+
+describeMigration(
+  33,
+  'in a new session, whatever plan the planner would rather make',
+  (migrated) => {
+    it("probes each inserted message's key through the key's index, never reading the whole table", async () => {
+      const database = migrated();
+      const db = database.db;
+      // enough keys that a probe through the index is cheaper than reading the table
+      await db.execute(sql`
+        insert into messages (id, customer_message_id, type, "from", "to", payload, status)
+        select ('019b0000-0000-7000-8300-' || lpad(i::text, 12, '0'))::uuid, 'seed-' || i,
+               'sms', 'Acme', '+380500000000', '{}', 'sent'
+        from generate_series(1, 20000) as i`);
+      await migrateDatabase(database);
+      await db.execute(sql`analyze message_customer_ids`);
+
+      // the trigger's plan is made the first time it fires in a session and kept: here that is
+      // with nested loops and merge joins priced out, so a statement that can be a hash join
+      // over message_customer_ids becomes one (as 0030's NOT EXISTS did); the probe of 0033
+      // can only be a loop of index lookups
+      const scans = await database.db.transaction(async (tx) => {
+        await tx.execute(sql`set local enable_nestloop = off`);
+        await tx.execute(sql`set local enable_mergejoin = off`);
+        // this session's counts not yet reported are in the view too: read before and after
+        const read = async () => {
+          const [row] = rowsOf<{ seq_scan: string | number; idx_scan: string | number }>(
+            await tx.execute(sql`
+              select seq_scan, idx_scan from pg_stat_xact_user_tables
+              where relname = 'message_customer_ids'`),
+          );
+          return { seq: Number(row!.seq_scan), idx: Number(row!.idx_scan) };
+        };
+        const before = await read();
+        for (let i = 1; i <= 3; i++) {
+          await tx.execute(sql`
+            insert into messages (id, customer_message_id, type, "from", "to", payload, status)
+            values (${fixedId(1000 + i)}, ${`probe-${i}`}, 'sms', 'Acme', ${phone()}, '{}', 'queued')`);
+        }
+        const after = await read();
+        return { seq: after.seq - before.seq, idx: after.idx - before.idx };
+      });
+      expect(scans.seq).toBe(0);
+      expect(scans.idx).toBeGreaterThanOrEqual(3);
+      expect(await mismatches(db)).toEqual([]);
+    });
+  },
+);
